@@ -1,0 +1,39 @@
+# Quick start: `make demo` (the main job) and `make test` (every test tier available here).
+VENV ?= .venv
+PY := $(abspath $(VENV))/bin/python
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+BUILD_DIR := build/cmake
+
+.PHONY: venv build test test-cpp test-py stat-full demo bench clean
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+# Builds the native libraries (CMake, through setup.py) and installs the package in editable mode.
+build: venv
+	SPEC_EDGE_BUILD_TESTS=ON SPEC_EDGE_CMAKE_BUILD_DIR=$(BUILD_DIR) \
+	  $(PY) -m pip install -q --no-build-isolation --no-deps -e .
+
+test: test-cpp test-py
+
+test-cpp: build
+	ctest --test-dir $(BUILD_DIR) --output-on-failure
+
+test-py: build
+	$(PY) -m pytest -q
+
+# The statistical conformance suite at >= 10^7 trials per case; writes docs/CONFORMANCE.md.
+stat-full: build
+	$(PY) -m pytest -q tests/test_conformance.py --stat-full
+
+demo: build
+	$(PY) -m spec_edge.demo
+
+bench: build
+	$(PY) bench/bench_verify.py --write docs/BENCHMARKS.md
+
+clean:
+	rm -rf build python/spec_edge/_lib

@@ -1,0 +1,280 @@
+// torch.ops.spec_edge: the schemas (the one place they are written) and the CPU kernels.
+// Argument plumbing only; every value check and all math live in the core.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "spec_edge/dispatch.h"
+#include "spec_edge/ops.h"
+
+namespace {
+
+using spec_edge::Code;
+using spec_edge::Status;
+
+void raise_if_error(const Status& s) {
+  if (s.is_ok()) return;
+  if (s.code() == Code::kInvalidDType) TORCH_CHECK_TYPE(false, s.message());
+  TORCH_CHECK_VALUE(false, s.message());
+}
+
+void check_cpu(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(t.device().is_cpu(), name, ": expected a CPU tensor, got one on ", t.device());
+}
+
+spec_edge::DType score_dtype(const at::Tensor& t, const char* name) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return spec_edge::DType::kFloat32;
+    case at::kHalf: return spec_edge::DType::kFloat16;
+    case at::kBFloat16: return spec_edge::DType::kBFloat16;
+    default:
+      TORCH_CHECK_TYPE(false, name, ": unsupported dtype ", t.scalar_type(),
+                       "; expected float32, float16 or bfloat16");
+  }
+}
+
+// A [B, R, V] score tensor as a core view; the vocab axis is made contiguous if it is not.
+spec_edge::Rows rows_view(at::Tensor& t, const char* name) {
+  check_cpu(t, name);
+  TORCH_CHECK_VALUE(t.dim() == 3, name, ": expected rank 3 [B, rows, V], got shape ", t.sizes());
+  const spec_edge::DType dtype = score_dtype(t, name);
+  if (t.size(2) > 1 && t.stride(2) != 1) t = t.contiguous();
+  spec_edge::Rows r;
+  r.data = t.data_ptr();
+  r.dtype = dtype;
+  r.batch = t.size(0);
+  r.rows = t.size(1);
+  r.vocab = t.size(2);
+  r.batch_stride = t.stride(0);
+  r.row_stride = t.stride(1);
+  return r;
+}
+
+// A [B, K] token tensor as int64.
+spec_edge::Tokens tokens_view(at::Tensor& t, const char* name) {
+  check_cpu(t, name);
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, name,
+                   ": unsupported dtype ", t.scalar_type(), "; expected int64 or int32");
+  TORCH_CHECK_VALUE(t.dim() == 2, name, ": expected rank 2 [B, K], got shape ", t.sizes());
+  if (t.scalar_type() != at::kLong) t = t.to(at::kLong);
+  spec_edge::Tokens v;
+  v.data = t.data_ptr<int64_t>();
+  v.batch = t.size(0);
+  v.len = t.size(1);
+  v.batch_stride = t.stride(0);
+  v.stride = t.stride(1);
+  return v;
+}
+
+// Ops take [K+1, V] (one sequence) or [B, K+1, V]; returns the batched view of `t`.
+at::Tensor batched(const at::Tensor& t, bool single, int64_t single_rank, const char* name,
+                   const char* layout) {
+  TORCH_CHECK_VALUE(t.dim() == single_rank + (single ? 0 : 1), name, ": expected shape ", layout,
+                    (single ? " without" : " with"), " the batch axis (as the target), got shape ",
+                    t.sizes());
+  return single ? t.unsqueeze(0) : t;
+}
+
+bool is_single(const at::Tensor& target, const char* name) {
+  TORCH_CHECK_VALUE(target.dim() == 2 || target.dim() == 3, name,
+                    ": expected shape [K+1, V] or [B, K+1, V], got ", target.sizes());
+  return target.dim() == 2;
+}
+
+void prepare_outputs(at::Tensor& a, at::Tensor& b, bool single, int64_t batch) {
+  std::vector<int64_t> shape;
+  if (!single) shape.push_back(batch);
+  for (at::Tensor* o : {&a, &b}) {
+    TORCH_CHECK_TYPE(o->scalar_type() == at::kLong, "out tensors must be int64, got ",
+                     o->scalar_type());
+    check_cpu(*o, "out");
+    at::native::resize_output(*o, shape);
+    TORCH_CHECK_VALUE(o->is_contiguous(), "out tensors must be contiguous");
+  }
+}
+
+// verify_greedy.out(Tensor target_probs, Tensor draft_tokens, *, Tensor(a!) n_accepted,
+//                   Tensor(b!) next_token) -> (Tensor(a!), Tensor(b!))
+std::tuple<at::Tensor&, at::Tensor&> verify_greedy_out(const at::Tensor& target_probs,
+                                                       const at::Tensor& draft_tokens,
+                                                       at::Tensor& n_accepted,
+                                                       at::Tensor& next_token) {
+  const bool single = is_single(target_probs, "target_probs");
+  at::Tensor target = single ? target_probs.unsqueeze(0) : target_probs;
+  at::Tensor tokens = batched(draft_tokens, single, 1, "draft_tokens", "[K]");
+  const spec_edge::Rows t = rows_view(target, "target_probs");
+  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens");
+  prepare_outputs(n_accepted, next_token, single, t.batch);
+  raise_if_error(spec_edge::verify_greedy(
+      t, d, {n_accepted.data_ptr<int64_t>(), next_token.data_ptr<int64_t>()}));
+  return {n_accepted, next_token};
+}
+
+std::tuple<at::Tensor, at::Tensor> verify_greedy(const at::Tensor& target_probs,
+                                                 const at::Tensor& draft_tokens) {
+  at::Tensor n = at::empty({0}, at::kLong), next = at::empty({0}, at::kLong);
+  verify_greedy_out(target_probs, draft_tokens, n, next);
+  return {n, next};
+}
+
+// accept.out(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms, *,
+//            Tensor(a!) n_accepted, Tensor(b!) next_token) -> (Tensor(a!), Tensor(b!))
+std::tuple<at::Tensor&, at::Tensor&> accept_out(const at::Tensor& target_probs,
+                                                const std::optional<at::Tensor>& draft_probs,
+                                                const at::Tensor& draft_tokens,
+                                                const at::Tensor& uniforms, at::Tensor& n_accepted,
+                                                at::Tensor& next_token) {
+  const bool single = is_single(target_probs, "target_probs");
+  at::Tensor target = single ? target_probs.unsqueeze(0) : target_probs;
+  at::Tensor tokens = batched(draft_tokens, single, 1, "draft_tokens", "[K]");
+  at::Tensor u = batched(uniforms, single, 1, "uniforms", "[K+1]");
+  check_cpu(u, "uniforms");
+  TORCH_CHECK_TYPE(u.scalar_type() == at::kDouble || u.scalar_type() == at::kFloat,
+                   "uniforms: unsupported dtype ", u.scalar_type(), "; expected float64 or float32");
+  at::Tensor draft;
+  spec_edge::Rows q;
+  if (draft_probs.has_value()) {
+    draft = batched(*draft_probs, single, 2, "draft_probs", "[K, V]");
+    q = rows_view(draft, "draft_probs");
+  }
+  const spec_edge::Rows p = rows_view(target, "target_probs");
+  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens");
+  spec_edge::Uniforms uv;
+  uv.data = u.data_ptr();
+  uv.dtype = u.scalar_type() == at::kDouble ? spec_edge::DType::kFloat64 : spec_edge::DType::kFloat32;
+  uv.batch = u.size(0);
+  uv.len = u.size(1);
+  uv.batch_stride = u.stride(0);
+  uv.stride = u.stride(1);
+  prepare_outputs(n_accepted, next_token, single, p.batch);
+  raise_if_error(spec_edge::accept(p, draft_probs.has_value() ? &q : nullptr, d, uv,
+                                   {n_accepted.data_ptr<int64_t>(), next_token.data_ptr<int64_t>()}));
+  return {n_accepted, next_token};
+}
+
+std::tuple<at::Tensor, at::Tensor> accept(const at::Tensor& target_probs,
+                                          const std::optional<at::Tensor>& draft_probs,
+                                          const at::Tensor& draft_tokens, const at::Tensor& uniforms) {
+  at::Tensor n = at::empty({0}, at::kLong), next = at::empty({0}, at::kLong);
+  accept_out(target_probs, draft_probs, draft_tokens, uniforms, n, next);
+  return {n, next};
+}
+
+// A per-row parameter tensor: a 0-d or 1-element tensor, or one value per batch row.
+template <class T>
+spec_edge::PerRow<T> per_row(const at::Tensor& t, at::ScalarType dtype, const char* name,
+                             at::Tensor& holder) {
+  check_cpu(t, name);
+  TORCH_CHECK_VALUE(t.dim() <= 1, name, ": expected a scalar or a [B] tensor, got shape ", t.sizes());
+  if (dtype == at::kFloat) {
+    TORCH_CHECK_TYPE(at::isFloatingType(t.scalar_type()), name, ": expected a floating tensor, got ",
+                     t.scalar_type());
+  } else {
+    TORCH_CHECK_TYPE(at::isIntegralType(t.scalar_type(), /*includeBool=*/false), name,
+                     ": expected an integer tensor, got ", t.scalar_type());
+  }
+  holder = t.to(dtype).contiguous();
+  return {holder.data_ptr<T>(), holder.numel()};
+}
+
+// verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature,
+//            Tensor seed, Tensor offset, Tensor? num_draft=None, *, Tensor(a!) accept_len,
+//            Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
+std::tuple<at::Tensor&, at::Tensor&> verify_out(
+    const at::Tensor& target_logits, const at::Tensor& draft_logits, const at::Tensor& draft_tokens,
+    const at::Tensor& temperature, const at::Tensor& seed, const at::Tensor& offset,
+    const std::optional<at::Tensor>& num_draft, at::Tensor& accept_len, at::Tensor& out) {
+  at::Tensor target = target_logits, draft = draft_logits, tokens = draft_tokens;
+  const spec_edge::Rows p = rows_view(target, "target_logits");
+  const spec_edge::Rows q = rows_view(draft, "draft_logits");
+  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens");
+  at::Tensor temp_h, seed_h, offset_h, num_h;
+  spec_edge::VerifyParams params;
+  params.temperature = per_row<float>(temperature, at::kFloat, "temperature", temp_h);
+  params.seed = per_row<int64_t>(seed, at::kLong, "seed", seed_h);
+  params.offset = per_row<int64_t>(offset, at::kLong, "offset", offset_h);
+  if (num_draft.has_value()) {
+    check_cpu(*num_draft, "num_draft");
+    TORCH_CHECK_VALUE(num_draft->dim() == 1 && num_draft->size(0) == p.batch,
+                      "num_draft: expected shape [B=", p.batch, "], got ", num_draft->sizes());
+    TORCH_CHECK_TYPE(at::isIntegralType(num_draft->scalar_type(), false),
+                     "num_draft: expected an integer tensor, got ", num_draft->scalar_type());
+    num_h = num_draft->to(at::kLong).contiguous();
+    params.num_draft = num_h.data_ptr<int64_t>();
+  }
+  for (at::Tensor* o : {&accept_len, &out}) {
+    TORCH_CHECK_TYPE(o->scalar_type() == at::kLong, "out tensors must be int64, got ",
+                     o->scalar_type());
+    check_cpu(*o, "out");
+  }
+  at::native::resize_output(accept_len, {p.batch});
+  at::native::resize_output(out, {p.batch, p.rows});
+  TORCH_CHECK_VALUE(accept_len.is_contiguous() && out.is_contiguous(),
+                    "out tensors must be contiguous");
+  raise_if_error(spec_edge::verify(
+      p, q, d, params, {accept_len.data_ptr<int64_t>(), out.data_ptr<int64_t>(), p.rows}));
+  return {accept_len, out};
+}
+
+std::tuple<at::Tensor, at::Tensor> verify(const at::Tensor& target_logits,
+                                          const at::Tensor& draft_logits,
+                                          const at::Tensor& draft_tokens,
+                                          const at::Tensor& temperature, const at::Tensor& seed,
+                                          const at::Tensor& offset,
+                                          const std::optional<at::Tensor>& num_draft) {
+  at::Tensor len = at::empty({0}, at::kLong), out = at::empty({0}, at::kLong);
+  verify_out(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft, len,
+             out);
+  return {len, out};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(spec_edge, m) {
+  m.def(
+      "verify_greedy(Tensor target_probs, Tensor draft_tokens) "
+      "-> (Tensor n_accepted, Tensor next_token)");
+  m.def(
+      "verify_greedy.out(Tensor target_probs, Tensor draft_tokens, *, Tensor(a!) n_accepted, "
+      "Tensor(b!) next_token) -> (Tensor(a!) n_accepted, Tensor(b!) next_token)");
+  m.def(
+      "accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms) "
+      "-> (Tensor n_accepted, Tensor next_token)");
+  m.def(
+      "accept.out(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms, "
+      "*, Tensor(a!) n_accepted, Tensor(b!) next_token) "
+      "-> (Tensor(a!) n_accepted, Tensor(b!) next_token)");
+  m.def(
+      "verify(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature, "
+      "Tensor seed, Tensor offset, Tensor? num_draft=None) -> (Tensor accept_len, Tensor out)");
+  m.def(
+      "verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, "
+      "Tensor temperature, Tensor seed, Tensor offset, Tensor? num_draft=None, *, "
+      "Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!) accept_len, Tensor(b!) out)");
+}
+
+TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
+  m.impl("verify_greedy", &verify_greedy);
+  m.impl("verify_greedy.out", &verify_greedy_out);
+  m.impl("accept", &accept);
+  m.impl("accept.out", &accept_out);
+  m.impl("verify", &verify);
+  m.impl("verify.out", &verify_out);
+}
+
+// ISA queries for Python (ctypes), on the same library that registers the ops.
+extern "C" {
+__attribute__((visibility("default"))) const char* spec_edge_active_isa() {
+  return spec_edge::active_isa();
+}
+__attribute__((visibility("default"))) const char* spec_edge_available_isas() {
+  return spec_edge::available_isas();
+}
+__attribute__((visibility("default"))) const char* spec_edge_select_isa(const char* name) {
+  static thread_local char message[320];
+  const Status s = spec_edge::select_isa(name);
+  if (s.is_ok()) return nullptr;
+  std::snprintf(message, sizeof message, "%s", s.message());
+  return message;
+}
+}

@@ -1,0 +1,17 @@
+// Which ISA path the row passes run on. The choice is made once per process from the CPU's
+// features; SPEC_EDGE_ISA=scalar|avx2|neon forces a path (an unavailable one is an error
+// reported by select_isa, and the process keeps the automatic choice).
+#pragma once
+
+#include "spec_edge/status.h"
+
+namespace spec_edge {
+
+// Name of the active path: "scalar", "avx2" or "neon".
+const char* active_isa();
+// Paths this build and CPU can run, comma-separated, e.g. "avx2,scalar".
+const char* available_isas();
+// Forces a path by name for the rest of the process (tests, benchmarks).
+Status select_isa(const char* name);
+
+}  // namespace spec_edge

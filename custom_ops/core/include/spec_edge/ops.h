@@ -1,0 +1,54 @@
+// spec_edge core ops: the one definition of each op's semantics (see docs/OPS.md).
+//
+// Every op takes a batch of independent sequences. Inputs are read-only views; outputs are
+// caller-owned arrays. On error nothing is guaranteed about the outputs, and the status names
+// the argument and what was expected.
+#pragma once
+
+#include "spec_edge/status.h"
+#include "spec_edge/types.h"
+
+namespace spec_edge {
+
+// verify_greedy(target [B, K+1, V], draft_tokens [B, K]) -> (n_accepted [B], next_token [B])
+// Accepts t_i while t_i == argmax(target_i); emits argmax(target_n) at the first miss n (or
+// n = K). Ties resolve to the lowest index. Rows past the first miss are not read. Scores may
+// be probabilities or logits (NaN rejected, +-inf allowed).
+Status verify_greedy(const Rows& target, const Tokens& draft_tokens, VerifyResult out);
+
+// accept(target_probs [B, K+1, V], draft_probs [B, K, V] or null, draft_tokens [B, K],
+//        uniforms [B, K+1]) -> (n_accepted [B], next_token [B])
+// Speculative sampling (Leviathan et al. 2023, Chen et al. 2023) on unnormalized rows:
+// p_i = target_i / sum(target_i), q_i = draft_i / sum(draft_i). t_i is accepted iff
+// u_i * q_i(t_i) <= p_i(t_i). At the first rejection n, the token is drawn from
+// norm(max(0, p_n - q_n)) by inverse CDF with u_K; if all K are accepted, from p_K with u_K.
+// draft_probs == null is the draft-free mode (q_i one-hot on t_i): accept with probability
+// p_i(t_i), on rejection draw from p_i with t_i removed.
+// Degenerate residual: if max(0, p_n - q_n) rounds to all zeros (p_n == q_n up to rounding),
+// the token is drawn from p_n instead.
+Status accept(const Rows& target_probs, const Rows* draft_probs, const Tokens& draft_tokens,
+              const Uniforms& uniforms, VerifyResult out);
+
+// verify(target_logits [B, K+1, V], draft_logits [B, K, V], draft_tokens [B, K],
+//        temperature [1|B], seed [1|B], offset [1|B], num_draft [B] or null)
+//   -> accept_len [B], out [B, K+1]
+// Row b uses n_b = num_draft[b] (default K) draft tokens. temperature == 0: greedy, exactly
+// verify_greedy on the target logits. temperature > 0: p = softmax(target / T),
+// q = softmax(draft / T), then exactly the rule of `accept`, with u_j the j-th Philox draw of
+// stream (seed[b], offset[b], row b) (see philox.h). out[b] holds the accepted draft tokens,
+// then the correction/bonus token, then -1 padding.
+struct VerifyParams {
+  PerRow<float> temperature;
+  PerRow<int64_t> seed;
+  PerRow<int64_t> offset;
+  const int64_t* num_draft = nullptr;  // [B] or null
+};
+struct VerifyOutput {
+  int64_t* accept_len = nullptr;  // [B]
+  int64_t* tokens = nullptr;      // [B, K+1], row stride `tokens_stride`
+  int64_t tokens_stride = 0;
+};
+Status verify(const Rows& target_logits, const Rows& draft_logits, const Tokens& draft_tokens,
+              const VerifyParams& params, VerifyOutput out);
+
+}  // namespace spec_edge

@@ -1,0 +1,93 @@
+// Framework-free views over caller-owned memory: raw pointers, sizes and strides (in elements).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace spec_edge {
+
+enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kFloat64 = 3 };
+
+const char* dtype_name(DType dtype);
+
+// A [batch, rows, vocab] tensor of scores (probabilities or logits). The vocab axis must be
+// contiguous (stride 1); batch and row strides are free, 0 included (broadcast).
+struct Rows {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  int64_t batch = 0, rows = 0, vocab = 0;
+  int64_t batch_stride = 0, row_stride = 0;
+};
+
+// A [batch, len] tensor of int64 token ids.
+struct Tokens {
+  const int64_t* data = nullptr;
+  int64_t batch = 0, len = 0;
+  int64_t batch_stride = 0, stride = 1;
+  int64_t at(int64_t b, int64_t i) const { return data[b * batch_stride + i * stride]; }
+};
+
+// A [batch, len] tensor of uniforms in [0, 1), float32 or float64.
+struct Uniforms {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat64;
+  int64_t batch = 0, len = 0;
+  int64_t batch_stride = 0, stride = 1;
+  double at(int64_t b, int64_t i) const {
+    const int64_t k = b * batch_stride + i * stride;
+    return dtype == DType::kFloat64 ? static_cast<const double*>(data)[k]
+                                    : static_cast<double>(static_cast<const float*>(data)[k]);
+  }
+};
+
+// A per-row parameter: `count` is 1 (one value for every row) or the batch size.
+template <class T>
+struct PerRow {
+  const T* data = nullptr;
+  int64_t count = 0;
+  T at(int64_t b) const { return data[count == 1 ? 0 : b]; }
+};
+
+// Outputs of the single-sequence verifiers, one entry per batch row.
+struct VerifyResult {
+  int64_t* n_accepted = nullptr;  // [batch]
+  int64_t* next_token = nullptr;  // [batch]
+};
+
+// ---- element conversion (exact) ------------------------------------------------------------
+inline float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline uint32_t float_to_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+struct Half { uint16_t bits; };
+struct BFloat16 { uint16_t bits; };
+
+inline float to_float(float x) { return x; }
+inline float to_float(BFloat16 x) { return bits_to_float(static_cast<uint32_t>(x.bits) << 16); }
+inline float to_float(Half x) {
+  const uint32_t sign = static_cast<uint32_t>(x.bits & 0x8000u) << 16;
+  uint32_t exp = (x.bits >> 10) & 0x1fu;
+  uint32_t man = x.bits & 0x3ffu;
+  if (exp == 0x1f) return bits_to_float(sign | 0x7f800000u | (man << 13));  // inf / nan
+  if (exp == 0) {
+    if (man == 0) return bits_to_float(sign);
+    // subnormal half: renormalize into a normal float
+    exp = 113;  // 127 - 15 + 1
+    while ((man & 0x400u) == 0) {
+      man <<= 1;
+      --exp;
+    }
+    man &= 0x3ffu;
+    return bits_to_float(sign | (exp << 23) | (man << 13));
+  }
+  return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+}  // namespace spec_edge

@@ -1,0 +1,57 @@
+// The per-row passes every op is built from: the layer that the ISA-specific microkernels
+// implement. Each pass is defined by the scalar reference (reference_kernels.cpp); an ISA path
+// must return identical results for identical inputs.
+#pragma once
+
+#include <cstdint>
+
+#include "spec_edge/types.h"
+
+namespace spec_edge {
+
+// A score row is read through one of three value maps:
+//   probs:    v(j) = x[j]                                  (j == exclude gives 0)
+//   exp:      v(j) = exp_nonpositive(x[j] / temp - zmax)   (softmax numerator at temperature)
+//   residual: v(j) = max(0, vp(j) * a - vq(j) * b)         (vp, vq: probs or exp maps)
+struct ExpMap {
+  float temp = 1.0f;
+  float zmax = 0.0f;
+};
+
+struct ArgmaxResult {
+  int64_t index = -1;     // first index of the maximum
+  int64_t nan_at = -1;    // first NaN index, or -1
+};
+struct MassResult {
+  double mass = 0.0;
+  bool clean = true;  // false when some value is negative, NaN or infinite
+};
+struct MaxResult {
+  float max = 0.0f;
+  bool clean = true;  // false when some value is NaN or +inf
+};
+
+// All function pointers take `const void*` rows of the table's dtype.
+struct RowKernels {
+  ArgmaxResult (*argmax)(const void* x, int64_t n);
+  MassResult (*prob_mass)(const void* x, int64_t n, int64_t exclude);
+  int64_t (*prob_scan)(const void* x, int64_t n, int64_t exclude, double target);
+  MaxResult (*logit_max)(const void* x, int64_t n);
+  double (*exp_mass)(const void* x, int64_t n, ExpMap map);
+  int64_t (*exp_scan)(const void* x, int64_t n, ExpMap map, double target);
+  double (*prob_residual_mass)(const void* p, const void* q, int64_t n, float a, float b);
+  int64_t (*prob_residual_scan)(const void* p, const void* q, int64_t n, float a, float b,
+                                double target);
+  double (*exp_residual_mass)(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
+                              float a, float b);
+  int64_t (*exp_residual_scan)(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
+                               float a, float b, double target);
+  float (*load)(const void* x, int64_t j);  // one element as float
+};
+
+// The kernels of the active ISA path for `dtype` (see dispatch.cpp).
+const RowKernels& row_kernels(DType dtype);
+// The scalar reference kernels.
+const RowKernels& reference_row_kernels(DType dtype);
+
+}  // namespace spec_edge

@@ -1,0 +1,26 @@
+"""spec_edge: exact speculative-decoding verification and sampling ops for devices.
+
+Importing the package loads the native library that registers ``torch.ops.spec_edge``.
+"""
+
+from ._native import active_isa, available_isas, library_path, load_library, select_isa
+from .analysis import (
+    acceptance_rate,
+    accepted_length_distribution,
+    draft_free_acceptance_rate,
+    expected_accepted_length,
+    expected_tokens_per_round,
+    greedy_acceptance_rate,
+)
+from .decoder import DecodeStats, SpeculativeDecoder
+from .ops import BatchVerifyResult, VerifyResult, accept, accept_with_uniforms, verify, verify_greedy
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BatchVerifyResult", "DecodeStats", "SpeculativeDecoder", "VerifyResult", "accept",
+    "accept_with_uniforms", "acceptance_rate", "accepted_length_distribution", "active_isa",
+    "available_isas", "draft_free_acceptance_rate", "expected_accepted_length",
+    "expected_tokens_per_round", "greedy_acceptance_rate", "library_path", "load_library",
+    "select_isa", "verify", "verify_greedy",
+]

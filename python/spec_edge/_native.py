@@ -1,0 +1,65 @@
+"""Locating and loading the native library that registers ``torch.ops.spec_edge``.
+
+The library is loaded once per process from one canonical path: loading the same library from
+two paths would register the ops twice and abort.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import torch
+
+_LIB_NAME = "libspec_edge_aten.so"
+_loaded: Path | None = None
+_handle: ctypes.CDLL | None = None
+
+
+def library_path() -> Path:
+    """Path of the ATen op library: ``$SPEC_EDGE_LIB_DIR`` or the package's ``_lib``."""
+    lib_dir = os.environ.get("SPEC_EDGE_LIB_DIR") or Path(__file__).parent / "_lib"
+    path = Path(lib_dir) / _LIB_NAME
+    if not path.is_file():
+        raise ImportError(
+            f"spec_edge: native library not found at {path}. Build it with `make build` "
+            "(or `pip install .`), or point SPEC_EDGE_LIB_DIR at the directory that holds "
+            f"{_LIB_NAME}."
+        )
+    return path.resolve()
+
+
+def load_library() -> Path:
+    """Loads the op library (idempotent) and returns its path."""
+    global _loaded, _handle
+    if _loaded is None:
+        path = library_path()
+        torch.ops.load_library(str(path))
+        _handle = ctypes.CDLL(str(path))  # same handle: dlopen is reference-counted
+        _handle.spec_edge_active_isa.restype = ctypes.c_char_p
+        _handle.spec_edge_available_isas.restype = ctypes.c_char_p
+        _handle.spec_edge_select_isa.restype = ctypes.c_char_p
+        _handle.spec_edge_select_isa.argtypes = [ctypes.c_char_p]
+        _loaded = path
+    return _loaded
+
+
+def active_isa() -> str:
+    """The ISA path the CPU kernels run on: ``"scalar"``, ``"avx2"`` or ``"neon"``."""
+    load_library()
+    return _handle.spec_edge_active_isa().decode()
+
+
+def available_isas() -> list[str]:
+    """The ISA paths this build and CPU can run, best first."""
+    load_library()
+    return _handle.spec_edge_available_isas().decode().split(",")
+
+
+def select_isa(name: str) -> None:
+    """Forces an ISA path for the rest of the process (as ``SPEC_EDGE_ISA`` does at start)."""
+    load_library()
+    error = _handle.spec_edge_select_isa(name.encode())
+    if error is not None:
+        raise ValueError(error.decode())

@@ -1,0 +1,165 @@
+"""Python API over ``torch.ops.spec_edge``, and the fake kernels that let the ops trace.
+
+The schemas are defined once, by the native library (``custom_ops/aten``); this module adds
+fake (meta) kernels for ``torch.export`` / ``torch.compile`` and friendly wrappers.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ._native import load_library
+
+load_library()
+
+
+class VerifyResult(NamedTuple):
+    """Outcome of one verification: how many draft tokens were kept, and the token after them."""
+
+    n_accepted: torch.Tensor  # int64, [] or [B]
+    next_token: torch.Tensor  # int64, [] or [B]
+
+
+class BatchVerifyResult(NamedTuple):
+    """Outcome of batched ``verify``: per row, the kept length and the emitted tokens."""
+
+    accept_len: torch.Tensor  # int64 [B]
+    tokens: torch.Tensor  # int64 [B, K+1]: kept draft tokens, the next token, then -1
+
+
+def _check_rank(t: torch.Tensor, ranks: tuple[int, ...], name: str, layout: str) -> None:
+    torch._check(t.dim() in ranks, lambda: f"{name}: expected shape {layout}, got {tuple(t.shape)}")
+
+
+@torch.library.register_fake("spec_edge::verify_greedy")
+def _verify_greedy_fake(target_probs, draft_tokens):
+    _check_rank(target_probs, (2, 3), "target_probs", "[K+1, V] or [B, K+1, V]")
+    shape = target_probs.shape[:-2]
+    return (target_probs.new_empty(shape, dtype=torch.long),
+            target_probs.new_empty(shape, dtype=torch.long))
+
+
+@torch.library.register_fake("spec_edge::accept")
+def _accept_fake(target_probs, draft_probs, draft_tokens, uniforms):
+    _check_rank(target_probs, (2, 3), "target_probs", "[K+1, V] or [B, K+1, V]")
+    shape = target_probs.shape[:-2]
+    return (target_probs.new_empty(shape, dtype=torch.long),
+            target_probs.new_empty(shape, dtype=torch.long))
+
+
+@torch.library.register_fake("spec_edge::verify")
+def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft=None):
+    _check_rank(target_logits, (3,), "target_logits", "[B, K+1, V]")
+    batch, rows = target_logits.shape[0], target_logits.shape[1]
+    return (target_logits.new_empty((batch,), dtype=torch.long),
+            target_logits.new_empty((batch, rows), dtype=torch.long))
+
+
+def verify_greedy(target_probs: torch.Tensor, draft_tokens: torch.Tensor) -> VerifyResult:
+    """Greedy verification: keep draft tokens while they equal the target's argmax.
+
+    Args:
+        target_probs: ``[K+1, V]`` (or ``[B, K+1, V]``) target scores, probabilities or logits;
+            float32, float16 or bfloat16.
+        draft_tokens: ``[K]`` (or ``[B, K]``) int64 proposed tokens.
+
+    Returns:
+        ``VerifyResult(n_accepted, next_token)``; ``next_token`` is the target's argmax at the
+        first mismatch, or at row K when every draft token matched. Ties go to the lowest id.
+
+    Example:
+        >>> import torch, spec_edge
+        >>> p = torch.tensor([[0.1, 0.7, 0.2], [0.6, 0.3, 0.1], [0.2, 0.2, 0.6]])
+        >>> spec_edge.verify_greedy(p, torch.tensor([1, 2]))
+        VerifyResult(n_accepted=tensor(1), next_token=tensor(0))
+    """
+    return VerifyResult(*torch.ops.spec_edge.verify_greedy(target_probs, draft_tokens))
+
+
+def accept(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    draft_tokens: torch.Tensor,
+    generator: torch.Generator | None = None,
+) -> VerifyResult:
+    """Speculative sampling: the kept prefix and the next token, distributed exactly as ``p``.
+
+    Token ``t_i`` is accepted iff ``u_i * q_i(t_i) <= p_i(t_i)``; at the first rejection the
+    next token is drawn from ``norm(max(0, p_i - q_i))``, and if all ``K`` are accepted from
+    ``p_K``. Rows need not be normalized. ``draft_probs=None`` is the draft-free mode for
+    deterministic drafts (prompt lookup, n-grams): ``q`` is one-hot on the draft token.
+
+    Args:
+        target_probs: ``[K+1, V]`` or ``[B, K+1, V]`` target probabilities (>= 0, finite).
+        draft_probs: ``[K, V]`` or ``[B, K, V]`` draft probabilities, or ``None``.
+        draft_tokens: ``[K]`` or ``[B, K]`` int64 tokens sampled from the draft.
+        generator: source of the ``K+1`` uniforms per sequence (float64); a generator in a
+            fixed state gives a fixed result.
+
+    Example:
+        >>> import torch, spec_edge
+        >>> p = torch.tensor([[0.5, 0.5], [0.25, 0.75]])
+        >>> q = torch.tensor([[1.0, 0.0]])
+        >>> g = torch.Generator().manual_seed(0)
+        >>> r = spec_edge.accept(p, q, torch.tensor([0]), generator=g)
+        >>> int(r.n_accepted) in (0, 1) and int(r.next_token) in (0, 1)
+        True
+    """
+    uniforms = torch.rand(target_probs.shape[:-1], dtype=torch.float64, generator=generator,
+                          device=target_probs.device)
+    return VerifyResult(*torch.ops.spec_edge.accept(target_probs, draft_probs, draft_tokens, uniforms))
+
+
+def accept_with_uniforms(
+    target_probs: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    draft_tokens: torch.Tensor,
+    uniforms: torch.Tensor,
+) -> VerifyResult:
+    """``accept`` with caller-supplied uniforms ``[K+1]`` (or ``[B, K+1]``) in ``[0, 1)``:
+    ``u_i`` decides position ``i``, ``u_K`` draws the emitted token."""
+    return VerifyResult(*torch.ops.spec_edge.accept(target_probs, draft_probs, draft_tokens, uniforms))
+
+
+def _param(value, dtype: torch.dtype) -> torch.Tensor:
+    return value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=dtype)
+
+
+def verify(
+    target_logits: torch.Tensor,
+    draft_logits: torch.Tensor,
+    draft_tokens: torch.Tensor,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | torch.Tensor = 0,
+    offset: int | torch.Tensor = 0,
+    num_draft: torch.Tensor | None = None,
+) -> BatchVerifyResult:
+    """Batched verification from logits with seeded, counter-based randomness.
+
+    ``p = softmax(target_logits / T)`` and ``q = softmax(draft_logits / T)``, then the rule of
+    :func:`accept`, with uniform ``j`` of row ``b`` taken from the Philox4x32-10 stream keyed by
+    ``(seed, offset, b)`` (see ``docs/OPS.md``). ``temperature == 0`` is greedy. Advance
+    ``offset`` by one per call.
+
+    Args:
+        target_logits: ``[B, K+1, V]``; draft_logits: ``[B, K, V]``; draft_tokens: ``[B, K]``.
+        temperature, seed, offset: a scalar or a per-row ``[B]`` tensor.
+        num_draft: optional ``[B]`` int tensor, draft length of each row (``0..K``).
+
+    Returns:
+        ``BatchVerifyResult(accept_len [B], tokens [B, K+1])``; ``tokens[b]`` holds the kept
+        draft tokens, then the correction or bonus token, then ``-1``.
+
+    Example:
+        >>> import torch, spec_edge
+        >>> t = torch.randn(2, 4, 50); d = t[:, :3] + 0.1 * torch.randn(2, 3, 50)
+        >>> r = spec_edge.verify(t, d, d.argmax(-1), temperature=0.8, seed=7, offset=0)
+        >>> r.tokens.shape
+        torch.Size([2, 4])
+    """
+    return BatchVerifyResult(*torch.ops.spec_edge.verify(
+        target_logits, draft_logits, draft_tokens,
+        _param(temperature, torch.float32), _param(seed, torch.long), _param(offset, torch.long),
+        num_draft))

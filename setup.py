@@ -1,0 +1,34 @@
+"""Builds the native libraries with CMake as part of `pip install` (editable or not)."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).parent.resolve()
+
+
+class BuildWithCMake(build_py):
+    def run(self):
+        super().run()
+        import torch  # the torch the libraries must match (hence --no-build-isolation)
+
+        package = ROOT / "python" if self.editable_mode else Path(self.build_lib).resolve()
+        build_dir = Path(os.environ.get("SPEC_EDGE_CMAKE_BUILD_DIR", ROOT / "build" / "cmake"))
+        configure = [
+            "cmake", "-S", str(ROOT), "-B", str(build_dir),
+            f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+            f"-DSPEC_EDGE_PYTHON_LIB_DIR={package / 'spec_edge' / '_lib'}",
+            f"-DSPEC_EDGE_BUILD_TESTS={os.environ.get('SPEC_EDGE_BUILD_TESTS', 'OFF')}",
+        ]
+        if shutil.which("ninja") and not (build_dir / "CMakeCache.txt").exists():
+            configure += ["-G", "Ninja"]
+        subprocess.check_call(configure)
+        subprocess.check_call(["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 1)])
+        subprocess.check_call(["cmake", "--install", str(build_dir)])
+
+
+setup(cmdclass={"build_py": BuildWithCMake})

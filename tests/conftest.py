@@ -1,0 +1,12 @@
+import pytest
+
+
+def pytest_addoption(parser):
+    parser.addoption("--stat-full", action="store_true", default=False,
+                     help="run the statistical conformance suite at >= 10^7 trials per case "
+                          "and write docs/CONFORMANCE.md")
+
+
+@pytest.fixture(scope="session")
+def stat_full(request) -> bool:
+    return request.config.getoption("--stat-full")

@@ -1,0 +1,80 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "row_kernels.h"
+#include "spec_edge/numerics.h"
+
+namespace spec_edge {
+namespace {
+
+TEST(Numerics, HalfAndBFloat16Conversion) {
+  EXPECT_EQ(to_float(Half{0x3c00}), 1.0f);
+  EXPECT_EQ(to_float(Half{0xc000}), -2.0f);
+  EXPECT_EQ(to_float(Half{0x7bff}), 65504.0f);
+  EXPECT_EQ(to_float(Half{0x0001}), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(to_float(Half{0x03ff}), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(to_float(Half{0xfc00}), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(to_float(Half{0x7e00})));
+  EXPECT_EQ(to_float(BFloat16{0x3f80}), 1.0f);
+  EXPECT_EQ(to_float(BFloat16{0xc2f7}), -123.5f);
+  // Every finite half round-trips through float exactly (checked by value ordering).
+  float prev = -std::numeric_limits<float>::infinity();
+  for (uint32_t bits = 0xfbff; bits > 0x8000; --bits) {  // negatives, most negative first
+    const float v = to_float(Half{static_cast<uint16_t>(bits)});
+    EXPECT_GT(v, prev);
+    prev = v;
+  }
+}
+
+TEST(Numerics, ExpAccuracyAgainstDouble) {
+  double worst = 0;
+  for (int i = 0; i <= 870000; ++i) {
+    const float d = -static_cast<float>(i) * 1e-4f;
+    const double exact = std::exp(static_cast<double>(d));
+    const double rel = std::fabs(exp_nonpositive(d) - exact) / exact;
+    worst = std::max(worst, rel);
+  }
+  EXPECT_LT(worst, 2e-7) << "worst relative error " << worst;
+  EXPECT_EQ(exp_nonpositive(0.0f), 1.0f);
+  EXPECT_EQ(exp_nonpositive(-87.5f), 0.0f);
+  EXPECT_EQ(exp_nonpositive(-std::numeric_limits<float>::infinity()), 0.0f);
+}
+
+// The block-ordered mass is the exact sum to float-block precision, at any tile edge.
+TEST(Numerics, ProbMassAtTileEdges) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(0.0f, 1.0f);
+  const RowKernels& k = reference_row_kernels(DType::kFloat32);
+  for (int64_t n : {1, 2, 7, 8, 15, 16, 31, 32, 63, 64, 65, 127, 128, 129, 1000, 32000}) {
+    std::vector<float> x(n);
+    double exact = 0;
+    for (auto& v : x) exact += (v = dist(rng));
+    const MassResult r = k.prob_mass(x.data(), n, -1);
+    EXPECT_TRUE(r.clean);
+    EXPECT_NEAR(r.mass, exact, exact * 1e-6) << "n=" << n;
+  }
+}
+
+TEST(Numerics, ScanFindsInverseCdfAndSkipsZeros) {
+  const RowKernels& k = reference_row_kernels(DType::kFloat32);
+  std::vector<float> x(200, 0.0f);
+  x[3] = 1.0f;
+  x[70] = 2.0f;
+  x[199] = 1.0f;  // mass 4
+  EXPECT_EQ(k.prob_scan(x.data(), 200, -1, 0.0), 3);
+  EXPECT_EQ(k.prob_scan(x.data(), 200, -1, 0.999), 3);
+  EXPECT_EQ(k.prob_scan(x.data(), 200, -1, 1.0), 70);
+  EXPECT_EQ(k.prob_scan(x.data(), 200, -1, 2.999), 70);
+  EXPECT_EQ(k.prob_scan(x.data(), 200, -1, 3.0), 199);
+  EXPECT_EQ(k.prob_scan(x.data(), 200, -1, 4.0), 199);  // at the top: last positive
+  EXPECT_EQ(k.prob_scan(x.data(), 200, 70, 1.5), 199);  // excluded index is skipped
+  std::vector<float> zeros(100, 0.0f);
+  EXPECT_EQ(k.prob_scan(zeros.data(), 100, -1, 0.0), -1);
+}
+
+}  // namespace
+}  // namespace spec_edge
