@@ -1,0 +1,125 @@
+"""Every op rejects bad input with an error naming the argument and what was expected."""
+
+import math
+
+import pytest
+import torch
+
+import spec_edge
+
+P = torch.tensor([[0.5, 0.5, 0.0], [0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
+Q = torch.tensor([[0.3, 0.3, 0.4], [0.5, 0.25, 0.25]])
+T = torch.tensor([0, 1])
+U = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+
+
+def with_value(x, index, value):
+    x = x.clone()
+    x[index] = value
+    return x
+
+
+GREEDY_CASES = [
+    ("rank", (P[0], T), ValueError, r"target_probs: expected shape \[K\+1, V\] or \[B, K\+1, V\]"),
+    ("K axis", (P, torch.tensor([0, 1, 2])), ValueError, r"draft_tokens: expected K=2 tokens"),
+    ("token rank", (P, T[None]), ValueError, r"draft_tokens: expected shape \[K\]"),
+    ("batch", (P[None].expand(2, 3, 3), torch.zeros(3, 2, dtype=torch.long)), ValueError,
+     r"draft_tokens: batch size 3 does not match target_probs's batch size 2"),
+    ("token range", (P, torch.tensor([0, 3])), ValueError, r"draft_tokens\[0, 1\] = 3 is outside the vocabulary \[0, 3\)"),
+    ("negative token", (P, torch.tensor([-1, 0])), ValueError, r"draft_tokens\[0, 0\] = -1"),
+    ("NaN", (with_value(P, (0, 1), math.nan), T), ValueError, r"target_probs\[0, 0, 1\] is NaN"),
+    ("dtype", (P.double(), T), TypeError, r"target_probs: unsupported dtype Double; expected float32, float16 or bfloat16"),
+    ("token dtype", (P, T.float()), TypeError, r"draft_tokens: unsupported dtype Float; expected int64 or int32"),
+    ("empty vocab", (P[:, :0], T), ValueError, r"target_probs: expected a non-empty vocabulary"),
+]
+
+
+@pytest.mark.parametrize("name,args,exc,match", GREEDY_CASES, ids=[c[0] for c in GREEDY_CASES])
+def test_verify_greedy_rejects(name, args, exc, match):
+    with pytest.raises(exc, match=match):
+        spec_edge.verify_greedy(*args)
+
+
+ACCEPT_CASES = [
+    ("draft K axis", (P, P, T, U), ValueError, r"draft_probs: expected K=2 rows"),
+    ("V mismatch", (P, Q[:, :2], T, U), ValueError, r"draft_probs: vocabulary size 2 does not match target_probs's V=3"),
+    ("negative prob", (with_value(P, (1, 2), -0.1), Q, T, U), ValueError,
+     r"target_probs\[0, 1, 2\] = -0.1: probabilities must be finite and >= 0"),
+    ("NaN prob", (P, with_value(Q, (0, 0), math.nan), T, U), ValueError, r"draft_probs\[0, 0, 0\] = nan"),
+    ("inf prob", (with_value(P, (0, 0), math.inf), Q, T, U), ValueError, r"target_probs\[0, 0, 0\] = inf"),
+    ("zero mass", (with_value(P, 0, 0.0), Q, T, U), ValueError, r"target_probs\[0, 0\] has mass 0"),
+    ("uniform 1", (P, Q, T, with_value(U, 1, 1.0)), ValueError, r"uniforms\[0, 1\] = 1 is outside \[0, 1\)"),
+    ("uniform negative", (P, Q, T, with_value(U, 2, -0.5)), ValueError, r"uniforms\[0, 2\] = -0.5 is outside \[0, 1\)"),
+    ("uniform NaN", (P, Q, T, with_value(U, 0, math.nan)), ValueError, r"uniforms\[0, 0\] = nan"),
+    ("uniform shape", (P, Q, T, U[:2]), ValueError, r"uniforms: expected shape \[B=1, K\+1=3\], got \[1, 2\]"),
+    ("uniform dtype", (P, Q, T, U.half()), TypeError, r"uniforms: unsupported dtype Half"),
+    ("dtype mismatch", (P, Q.half(), T, U), TypeError, r"draft_probs: dtype float16 does not match target_probs's dtype float32"),
+    ("token range", (P, Q, torch.tensor([5, 0]), U), ValueError, r"draft_tokens\[0, 0\] = 5 is outside"),
+    ("draft-free token range", (P, None, torch.tensor([0, 3]), U), ValueError, r"draft_tokens\[0, 1\] = 3 is outside"),
+]
+
+
+@pytest.mark.parametrize("name,args,exc,match", ACCEPT_CASES, ids=[c[0] for c in ACCEPT_CASES])
+def test_accept_rejects(name, args, exc, match):
+    with pytest.raises(exc, match=match):
+        spec_edge.accept_with_uniforms(*args)
+
+
+def test_accept_generator_path_rejects_like_the_op():
+    with pytest.raises(ValueError, match=r"target_probs\[0, 1, 2\] = -0.1"):
+        spec_edge.accept(with_value(P, (1, 2), -0.1), Q, T)
+
+
+TL = torch.log(P + 0.1)[None]
+DL = torch.log(Q + 0.1)[None]
+TT = T[None]
+
+VERIFY_CASES = [
+    ("temperature negative", dict(temperature=-0.5), ValueError, r"temperature\[0\] = -0.5: expected a finite value >= 0"),
+    ("temperature NaN", dict(temperature=math.nan), ValueError, r"temperature\[0\] = nan"),
+    ("temperature inf", dict(temperature=math.inf), ValueError, r"temperature\[0\] = inf"),
+    ("temperature count", dict(temperature=torch.tensor([1.0, 1.0])), ValueError,
+     r"temperature: expected one value or one per batch row \(B=1\), got 2"),
+    ("temperature dtype", dict(temperature=torch.tensor(1)), TypeError, r"temperature: expected a floating tensor"),
+    ("seed dtype", dict(seed=torch.tensor(1.5)), TypeError, r"seed: expected an integer tensor"),
+    ("num_draft range", dict(num_draft=torch.tensor([3])), ValueError, r"num_draft\[0\] = 3 is outside \[0, K=2\]"),
+    ("num_draft negative", dict(num_draft=torch.tensor([-1])), ValueError, r"num_draft\[0\] = -1"),
+    ("num_draft shape", dict(num_draft=torch.tensor([1, 1])), ValueError, r"num_draft: expected shape \[B=1\]"),
+    ("NaN logit", dict(target_logits=with_value(TL, (0, 1, 1), math.nan)), ValueError,
+     r"target_logits\[0, 1, 1\] = nan: logits must not be NaN or \+inf"),
+    ("+inf logit", dict(draft_logits=with_value(DL, (0, 0, 2), math.inf)), ValueError, r"draft_logits\[0, 0, 2\] = inf"),
+    ("all masked", dict(target_logits=with_value(TL, (0, 0), -math.inf)), ValueError,
+     r"target_logits\[0, 0\] has no finite logit"),
+    ("NaN logit greedy", dict(target_logits=with_value(TL, (0, 0, 0), math.nan), temperature=0.0), ValueError,
+     r"target_logits\[0, 0, 0\] is NaN"),
+    ("rank", dict(target_logits=TL[0]), ValueError, r"target_logits: expected rank 3 \[B, rows, V\]"),
+    ("batch", dict(draft_logits=DL.expand(2, 2, 3)), ValueError, r"draft_logits: batch size 2 does not match"),
+    ("V", dict(draft_logits=DL[..., :2]), ValueError, r"draft_logits: vocabulary size 2 does not match"),
+    ("K", dict(draft_tokens=torch.tensor([[0]])), ValueError, r"draft_tokens: expected K=2 tokens"),
+    ("token range", dict(draft_tokens=torch.tensor([[0, 7]])), ValueError, r"draft_tokens\[0, 1\] = 7 is outside"),
+    ("dtype", dict(target_logits=TL.double(), draft_logits=DL.double()), TypeError, r"target_logits: unsupported dtype Double"),
+]
+
+
+@pytest.mark.parametrize("name,overrides,exc,match", VERIFY_CASES, ids=[c[0] for c in VERIFY_CASES])
+def test_verify_rejects(name, overrides, exc, match):
+    kwargs = dict(target_logits=TL, draft_logits=DL, draft_tokens=TT, temperature=1.0, seed=0, offset=0)
+    kwargs.update(overrides)
+    with pytest.raises(exc, match=match):
+        spec_edge.verify(**kwargs)
+
+
+def test_k_zero_is_valid_everywhere():
+    empty = torch.empty(0, dtype=torch.long)
+    assert int(spec_edge.verify_greedy(P[:1], empty).next_token) == 0
+    r = spec_edge.accept_with_uniforms(P[1:2], Q[:0], empty, torch.tensor([0.6], dtype=torch.float64))
+    assert (int(r.n_accepted), int(r.next_token)) == (0, 2)
+    v = spec_edge.verify(TL[:, :1], DL[:, :0], TT[:, :0], temperature=1.0)
+    assert v.accept_len.tolist() == [0] and v.tokens.shape == (1, 1)
+
+
+def test_non_contiguous_inputs_are_handled():
+    big = torch.rand(3, 6, 2).transpose(1, 2)  # vocab axis strided
+    r = spec_edge.verify_greedy(big[0], torch.tensor([0]))
+    assert int(r.n_accepted) in (0, 1)
+    assert r == spec_edge.verify_greedy(big[0].contiguous(), torch.tensor([0]))
