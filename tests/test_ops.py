@@ -192,3 +192,29 @@ def test_isa_query():
     assert "scalar" in spec_edge.available_isas()
     with pytest.raises(ValueError, match="unknown path 'sse9'"):
         spec_edge.select_isa("sse9")
+
+
+@pytest.mark.parametrize("V", [111, 32000])
+def test_every_isa_path_gives_the_same_tokens(V):
+    g = torch.Generator().manual_seed(V)
+    B, K = 6, 4
+    tl = 3 * torch.randn(B, K + 1, V, generator=g)
+    dl = tl[:, :K] + torch.randn(B, K, V, generator=g)
+    tokens = torch.multinomial(torch.softmax(dl.reshape(-1, V), -1), 1, generator=g).reshape(B, K)
+    u = torch.rand(B, K + 1, dtype=torch.float64, generator=g)
+    p, q = torch.softmax(tl, -1), torch.softmax(dl, -1)
+    results = {}
+    active = spec_edge.active_isa()
+    try:
+        for isa in spec_edge.available_isas():
+            spec_edge.select_isa(isa)
+            results[isa] = (spec_edge.verify_greedy(p, tokens), spec_edge.accept_with_uniforms(p, q, tokens, u),
+                            spec_edge.accept_with_uniforms(p, None, tokens, u),
+                            spec_edge.verify(tl, dl, tokens, temperature=torch.tensor([0.0, 0.5, 1.0, 1.5, 1.0, 2.0]),
+                                             seed=17, offset=2))
+    finally:
+        spec_edge.select_isa(active)
+    reference = results["scalar"]
+    for isa, got in results.items():
+        for a, b in zip(got, reference):
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), isa

@@ -64,12 +64,12 @@ TEST(Verify, IsAcceptOnSoftmaxWithPhiloxUniforms) {
         const float* x = &c.target[(b * (K + 1) + i) * V];
         float m = -INFINITY;
         for (int64_t j = 0; j < V; ++j) m = std::max(m, x[j]);
-        for (int64_t j = 0; j < V; ++j) p[i * V + j] = T == 0 ? x[j] : exp_nonpositive(x[j] / T - m / T);
+        for (int64_t j = 0; j < V; ++j) p[i * V + j] = T == 0 ? x[j] : exp_nonpositive((x[j] - m) * (1.0f / T));
         if (i == n) break;
         const float* y = &c.draft[(b * K + i) * V];
         float mq = -INFINITY;
         for (int64_t j = 0; j < V; ++j) mq = std::max(mq, y[j]);
-        for (int64_t j = 0; j < V; ++j) q[i * V + j] = T == 0 ? y[j] : exp_nonpositive(y[j] / T - mq / T);
+        for (int64_t j = 0; j < V; ++j) q[i * V + j] = T == 0 ? y[j] : exp_nonpositive((y[j] - mq) * (1.0f / T));
       }
       int64_t n_ref = -1, next_ref = -1;
       if (T == 0) {
@@ -123,6 +123,8 @@ TEST(Verify, BadInput) {
   expect_error(run(bad), "temperature[1] = -0.5: expected a finite value >= 0");
   bad.temperature = {std::nanf(""), 1.0f};
   expect_error(run(bad), "temperature[0] = nan");
+  bad.temperature = {1e-39f, 1.0f};
+  expect_error(run(bad), "temperature[0] = 1e-39 is too small");
   bad = c;
   bad.num_draft = {3, 0};
   expect_error(run(bad), "num_draft[0] = 3 is outside [0, K=2]");

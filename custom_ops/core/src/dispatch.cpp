@@ -8,7 +8,7 @@
 namespace spec_edge {
 namespace {
 
-enum class Isa { kScalar };
+enum class Isa { kPortable, kScalar };
 
 struct IsaInfo {
   Isa isa;
@@ -16,7 +16,9 @@ struct IsaInfo {
   bool (*available)();
 };
 
+// Best first; the automatic choice is the first available, and the list ends in scalar.
 const IsaInfo kIsas[] = {
+    {Isa::kPortable, "portable", [] { return true; }},
     {Isa::kScalar, "scalar", [] { return true; }},
 };
 
@@ -72,11 +74,20 @@ Status select_isa(const char* name) {
                        name ? name : "(null)", available_isas());
 }
 
-const RowKernels& row_kernels(DType dtype) {
-  switch (current_isa()) {
+static const RowKernels& kernels_of(Isa isa, DType dtype) {
+  switch (isa) {
+    case Isa::kPortable: return portable_row_kernels(dtype);
     case Isa::kScalar:
     default: return reference_row_kernels(dtype);
   }
+}
+
+const RowKernels& row_kernels(DType dtype) { return kernels_of(current_isa(), dtype); }
+
+const RowKernels* row_kernels_for(const char* isa, DType dtype) {
+  for (const IsaInfo& info : kIsas)
+    if (std::strcmp(info.name, isa) == 0 && info.available()) return &kernels_of(info.isa, dtype);
+  return nullptr;
 }
 
 }  // namespace spec_edge

@@ -148,13 +148,8 @@ Status logit_row_map(const RowKernels& k, const void* row, int64_t V, float T, c
     return Status::error(Code::kInvalidArgument,
                          "%s[%lld, %lld] has no finite logit (every token is masked)", name, (ll)b,
                          (ll)i);
-  map->temp = T;
-  map->zmax = mx.max / T;
-  if (!std::isfinite(map->zmax))
-    return Status::error(Code::kInvalidArgument,
-                         "temperature[%lld] = %g is too small for %s (max logit %g / temperature "
-                         "overflows float)",
-                         (ll)b, (double)T, name, (double)mx.max);
+  map->xmax = mx.max;
+  map->inv_temp = 1.0f / T;
   *mass = k.exp_mass(row, V, *map);
   return Status::ok();
 }
@@ -258,6 +253,11 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
       return Status::error(Code::kInvalidArgument,
                            "temperature[%lld] = %g: expected a finite value >= 0 (0 means greedy)",
                            (ll)b, (double)T);
+    if (T > 0.0f && !(1.0f / T <= FLT_MAX))
+      return Status::error(Code::kInvalidArgument,
+                           "temperature[%lld] = %g is too small: 1 / temperature overflows float "
+                           "(use 0 for greedy)",
+                           (ll)b, (double)T);
     const int64_t n = params.num_draft ? params.num_draft[b] : K;
     if (n < 0 || n > K)
       return Status::error(Code::kInvalidArgument, "num_draft[%lld] = %lld is outside [0, K=%lld]",
@@ -288,8 +288,8 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
         double P = 0.0, Q = 0.0;
         SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, p, V, T, "target_logits", b, i, &mp, &P));
         SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, q, V, T, "draft_logits", b, i, &mq, &Q));
-        const double pt = exp_nonpositive(k.load(p, t) / mp.temp - mp.zmax);
-        const double qt = exp_nonpositive(k.load(q, t) / mq.temp - mq.zmax);
+        const double pt = exp_nonpositive((k.load(p, t) - mp.xmax) * mp.inv_temp);
+        const double qt = exp_nonpositive((k.load(q, t) - mq.xmax) * mq.inv_temp);
         if (accept_token(u(i), pt, P, qt, Q)) continue;
         const float a = static_cast<float>(1.0 / P), c = static_cast<float>(1.0 / Q);
         const double R = k.exp_residual_mass(p, q, V, mp, mq, a, c);

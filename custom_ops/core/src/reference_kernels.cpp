@@ -1,4 +1,6 @@
 // Scalar reference of the row passes: the definition every other path is tested against.
+// Written as plain loops over blocks that compilers can vectorize without changing a bit
+// (-ffp-contract=off, no fast-math: every operation is the IEEE one the definition names).
 #include <algorithm>
 #include <limits>
 
@@ -8,14 +10,18 @@
 namespace spec_edge {
 namespace {
 
-// Sum of value(j) over [0, n) in the block order of numerics.h.
-template <class Value>
-double block_mass(int64_t n, const Value& value) {
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Sum over [0, n) in the block order of numerics.h; fill(base, m, s) writes the m values of a
+// block into s.
+template <class Fill>
+double block_mass(int64_t n, const Fill& fill) {
   double total = 0.0;
-  float s[kBlock];
+  alignas(64) float s[kBlock];
   for (int64_t base = 0; base < n; base += kBlock) {
     const int64_t m = std::min(kBlock, n - base);
-    for (int64_t j = 0; j < kBlock; ++j) s[j] = j < m ? value(base + j) : 0.0f;
+    fill(base, m, s);
+    for (int64_t j = m; j < kBlock; ++j) s[j] = 0.0f;
     total += static_cast<double>(fold_block(s));
   }
   return total;
@@ -23,25 +29,25 @@ double block_mass(int64_t n, const Value& value) {
 
 // Inverse CDF: the first j at which the running total exceeds `target`, walking block sums as
 // block_mass does and, inside the crossing block, single values in double. Values are >= 0,
-// so the returned j always has value(j) > 0. When rounding leaves no crossing (target at the
-// very top of the mass), the last positive value is returned. -1 only for an all-zero row.
-template <class Value>
-int64_t block_scan(int64_t n, const Value& value, double target) {
+// so the returned j always has a positive value. When rounding leaves no crossing (target at
+// the very top of the mass), the last positive value is returned; -1 only for an all-zero row.
+template <class Fill>
+int64_t block_scan(int64_t n, const Fill& fill, double target) {
   double cum = 0.0;
   int64_t last_positive_block = -1;
-  float s[kBlock];
+  alignas(64) float s[kBlock];
   for (int64_t base = 0; base < n; base += kBlock) {
     const int64_t m = std::min(kBlock, n - base);
-    for (int64_t j = 0; j < kBlock; ++j) s[j] = j < m ? value(base + j) : 0.0f;
+    fill(base, m, s);
+    for (int64_t j = m; j < kBlock; ++j) s[j] = 0.0f;
     const float block = fold_block(s);
     if (block > 0.0f) {
       if (cum + static_cast<double>(block) > target) {
         double c = cum;
         int64_t last = -1;
         for (int64_t j = 0; j < m; ++j) {
-          const float v = value(base + j);
-          if (v > 0.0f) {
-            c += static_cast<double>(v);
+          if (s[j] > 0.0f) {
+            c += static_cast<double>(s[j]);
             last = base + j;
             if (c > target) return last;
           }
@@ -53,8 +59,10 @@ int64_t block_scan(int64_t n, const Value& value, double target) {
     cum += static_cast<double>(block);
   }
   if (last_positive_block < 0) return -1;
-  for (int64_t j = std::min(n, last_positive_block + kBlock) - 1; j >= last_positive_block; --j)
-    if (value(j) > 0.0f) return j;
+  const int64_t m = std::min(kBlock, n - last_positive_block);
+  fill(last_positive_block, m, s);
+  for (int64_t j = m - 1; j >= 0; --j)
+    if (s[j] > 0.0f) return last_positive_block + j;
   return -1;
 }
 
@@ -64,97 +72,165 @@ struct Reference {
 
   static float load(const void* x, int64_t j) { return to_float(row(x)[j]); }
 
-  static ArgmaxResult argmax(const void* xv, int64_t n) {
-    const T* x = row(xv);
-    ArgmaxResult r;
-    float best = -std::numeric_limits<float>::infinity();
-    r.index = 0;
-    for (int64_t j = 0; j < n; ++j) {
+  // The maximum (NaN ignored) and whether a NaN or +inf was seen, in kLanes independent lanes
+  // (a layout compilers vectorize).
+  static constexpr int kLanes = 16;
+  struct MaxScan {
+    float max;
+    bool nan, pos_inf;
+  };
+  static MaxScan max_scan(const T* x, int64_t n) {
+    alignas(64) float m[kLanes];
+    alignas(64) int nan[kLanes], inf[kLanes];
+    for (int l = 0; l < kLanes; ++l) {
+      m[l] = -kInf;
+      nan[l] = inf[l] = 0;
+    }
+    int64_t j = 0;
+    for (; j + kLanes <= n; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        const float v = to_float(x[j + l]);
+        m[l] = v > m[l] ? v : m[l];
+        nan[l] |= v != v;
+        inf[l] |= v == kInf;
+      }
+    for (; j < n; ++j) {
       const float v = to_float(x[j]);
-      if (v != v) {
-        r.nan_at = j;
-        return r;
-      }
-      if (v > best) {
-        best = v;
-        r.index = j;
-      }
+      m[0] = v > m[0] ? v : m[0];
+      nan[0] |= v != v;
+      inf[0] |= v == kInf;
+    }
+    MaxScan r{-kInf, false, false};
+    for (int l = 0; l < kLanes; ++l) {
+      r.max = m[l] > r.max ? m[l] : r.max;
+      r.nan |= nan[l] != 0;
+      r.pos_inf |= inf[l] != 0;
     }
     return r;
   }
 
+  // First index of the maximum; a row of -inf has it at 0.
+  static ArgmaxResult argmax(const void* xv, int64_t n) {
+    const T* x = row(xv);
+    const MaxScan s = max_scan(x, n);
+    ArgmaxResult r;
+    if (s.nan) {
+      for (int64_t j = 0; j < n; ++j)
+        if (to_float(x[j]) != to_float(x[j])) {
+          r.nan_at = j;
+          return r;
+        }
+    }
+    r.index = 0;
+    for (int64_t j = 0; j < n; ++j)
+      if (to_float(x[j]) == s.max) {
+        r.index = j;
+        break;
+      }
+    return r;
+  }
+
+  static MaxResult logit_max(const void* xv, int64_t n) {
+    const MaxScan s = max_scan(row(xv), n);
+    return MaxResult{s.max, !(s.nan || s.pos_inf)};
+  }
+
+  // A NaN or +inf makes some block sum, and so the mass, non-finite; a negative value sets a
+  // sign bit. Either marks the row for the caller's exact check.
   static MassResult prob_mass(const void* xv, int64_t n, int64_t exclude) {
     const T* x = row(xv);
-    MassResult r;
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = to_float(x[j]);
-      if (!(v >= 0.0f && v <= std::numeric_limits<float>::max())) r.clean = false;
-    }
-    r.mass = block_mass(n, [&](int64_t j) { return j == exclude ? 0.0f : to_float(x[j]); });
-    return r;
+    uint32_t signs = 0;
+    const double mass = block_mass(n, [&](int64_t base, int64_t m, float* s) {
+      for (int64_t j = 0; j < m; ++j) {
+        s[j] = to_float(x[base + j]);
+        signs |= float_to_bits(s[j]);
+      }
+      if (exclude >= base && exclude < base + m) s[exclude - base] = 0.0f;
+    });
+    return MassResult{mass, (signs >> 31) == 0 && mass <= std::numeric_limits<double>::max()};
   }
 
   static int64_t prob_scan(const void* xv, int64_t n, int64_t exclude, double target) {
     const T* x = row(xv);
-    return block_scan(n, [&](int64_t j) { return j == exclude ? 0.0f : to_float(x[j]); },
-                      target);
+    return block_scan(
+        n,
+        [&](int64_t base, int64_t m, float* s) {
+          for (int64_t j = 0; j < m; ++j) s[j] = to_float(x[base + j]);
+          if (exclude >= base && exclude < base + m) s[exclude - base] = 0.0f;
+        },
+        target);
   }
 
-  static MaxResult logit_max(const void* xv, int64_t n) {
+  static void fill_exp(const T* x, ExpMap e, int64_t base, int64_t m, float* s) {
+    for (int64_t j = 0; j < m; ++j) s[j] = exp_nonpositive((to_float(x[base + j]) - e.xmax) * e.inv_temp);
+  }
+
+  static double exp_mass(const void* xv, int64_t n, ExpMap e) {
     const T* x = row(xv);
-    MaxResult r;
-    r.max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = to_float(x[j]);
-      if (!(v < std::numeric_limits<float>::infinity())) r.clean = false;  // NaN or +inf
-      r.max = v > r.max ? v : r.max;
+    return block_mass(n, [&](int64_t base, int64_t m, float* s) { fill_exp(x, e, base, m, s); });
+  }
+
+  static int64_t exp_scan(const void* xv, int64_t n, ExpMap e, double target) {
+    const T* x = row(xv);
+    return block_scan(
+        n, [&](int64_t base, int64_t m, float* s) { fill_exp(x, e, base, m, s); }, target);
+  }
+
+  // max(0, vp * a - vq * b) over a block whose vp and vq are already in s and t.
+  static void residual(float* s, const float* t, int64_t m, float a, float b) {
+    for (int64_t j = 0; j < m; ++j) {
+      const float d = s[j] * a - t[j] * b;
+      s[j] = d > 0.0f ? d : 0.0f;
     }
-    return r;
   }
 
-  static float exp_value(const T* x, int64_t j, ExpMap m) {
-    return exp_nonpositive(to_float(x[j]) / m.temp - m.zmax);
-  }
-
-  static double exp_mass(const void* xv, int64_t n, ExpMap m) {
-    const T* x = row(xv);
-    return block_mass(n, [&](int64_t j) { return exp_value(x, j, m); });
-  }
-
-  static int64_t exp_scan(const void* xv, int64_t n, ExpMap m, double target) {
-    const T* x = row(xv);
-    return block_scan(n, [&](int64_t j) { return exp_value(x, j, m); }, target);
-  }
-
-  static float residual(float vp, float vq, float a, float b) {
-    const float d = vp * a - vq * b;
-    return d > 0.0f ? d : 0.0f;
+  static void fill_prob_residual(const T* p, const T* q, float a, float b, int64_t base,
+                                 int64_t m, float* s) {
+    alignas(64) float t[kBlock];
+    for (int64_t j = 0; j < m; ++j) {
+      s[j] = to_float(p[base + j]);
+      t[j] = to_float(q[base + j]);
+    }
+    residual(s, t, m, a, b);
   }
 
   static double prob_residual_mass(const void* pv, const void* qv, int64_t n, float a, float b) {
     const T *p = row(pv), *q = row(qv);
-    return block_mass(n, [&](int64_t j) { return residual(to_float(p[j]), to_float(q[j]), a, b); });
+    return block_mass(n, [&](int64_t base, int64_t m, float* s) {
+      fill_prob_residual(p, q, a, b, base, m, s);
+    });
   }
 
   static int64_t prob_residual_scan(const void* pv, const void* qv, int64_t n, float a, float b,
                                     double target) {
     const T *p = row(pv), *q = row(qv);
     return block_scan(
-        n, [&](int64_t j) { return residual(to_float(p[j]), to_float(q[j]), a, b); }, target);
+        n, [&](int64_t base, int64_t m, float* s) { fill_prob_residual(p, q, a, b, base, m, s); },
+        target);
+  }
+
+  static void fill_exp_residual(const T* p, const T* q, ExpMap mp, ExpMap mq, float a, float b,
+                                int64_t base, int64_t m, float* s) {
+    alignas(64) float t[kBlock];
+    fill_exp(p, mp, base, m, s);
+    fill_exp(q, mq, base, m, t);
+    residual(s, t, m, a, b);
   }
 
   static double exp_residual_mass(const void* pv, const void* qv, int64_t n, ExpMap mp, ExpMap mq,
                                   float a, float b) {
     const T *p = row(pv), *q = row(qv);
-    return block_mass(
-        n, [&](int64_t j) { return residual(exp_value(p, j, mp), exp_value(q, j, mq), a, b); });
+    return block_mass(n, [&](int64_t base, int64_t m, float* s) {
+      fill_exp_residual(p, q, mp, mq, a, b, base, m, s);
+    });
   }
 
   static int64_t exp_residual_scan(const void* pv, const void* qv, int64_t n, ExpMap mp,
                                    ExpMap mq, float a, float b, double target) {
     const T *p = row(pv), *q = row(qv);
     return block_scan(
-        n, [&](int64_t j) { return residual(exp_value(p, j, mp), exp_value(q, j, mq), a, b); },
+        n,
+        [&](int64_t base, int64_t m, float* s) { fill_exp_residual(p, q, mp, mq, a, b, base, m, s); },
         target);
   }
 

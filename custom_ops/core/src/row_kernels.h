@@ -11,11 +11,11 @@ namespace spec_edge {
 
 // A score row is read through one of three value maps:
 //   probs:    v(j) = x[j]                                  (j == exclude gives 0)
-//   exp:      v(j) = exp_nonpositive(x[j] / temp - zmax)   (softmax numerator at temperature)
+//   exp:      v(j) = exp_nonpositive((x[j] - xmax) * inv_temp)   (softmax numerator at T)
 //   residual: v(j) = max(0, vp(j) * a - vq(j) * b)         (vp, vq: probs or exp maps)
 struct ExpMap {
-  float temp = 1.0f;
-  float zmax = 0.0f;
+  float xmax = 0.0f;      // the row's maximum logit
+  float inv_temp = 1.0f;  // 1 / T, rounded to float
 };
 
 struct ArgmaxResult {
@@ -24,7 +24,7 @@ struct ArgmaxResult {
 };
 struct MassResult {
   double mass = 0.0;
-  bool clean = true;  // false when some value is negative, NaN or infinite
+  bool clean = true;  // false when some value may be negative, NaN or infinite (re-checked)
 };
 struct MaxResult {
   float max = 0.0f;
@@ -51,7 +51,11 @@ struct RowKernels {
 
 // The kernels of the active ISA path for `dtype` (see dispatch.cpp).
 const RowKernels& row_kernels(DType dtype);
-// The scalar reference kernels.
+// The kernels of a named path ("scalar", "portable", ...), or null if unavailable here.
+const RowKernels* row_kernels_for(const char* isa, DType dtype);
+// The scalar reference kernels (the definition).
 const RowKernels& reference_row_kernels(DType dtype);
+// The same passes on compiler-generic 128-bit vectors (SSE2 / NEON / scalar fallback).
+const RowKernels& portable_row_kernels(DType dtype);
 
 }  // namespace spec_edge

@@ -18,18 +18,23 @@ namespace spec_edge {
 // the same block sums, so its running total ends exactly at the mass it is scaled by.
 constexpr int64_t kBlock = 64;
 
-inline float fold_block(float* s) {
-  for (int64_t h = kBlock / 2; h >= 1; h /= 2)
-    for (int64_t j = 0; j < h; ++j) s[j] = s[j] + s[j + h];
-  return s[0];
+// Sum of one block s[0..kBlock) by the halving fold; `s` is left unchanged.
+inline float fold_block(const float* s) {
+  float t[kBlock / 2];
+  for (int64_t j = 0; j < kBlock / 2; ++j) t[j] = s[j] + s[j + kBlock / 2];
+  for (int64_t h = kBlock / 4; h >= 1; h /= 2)
+    for (int64_t j = 0; j < h; ++j) t[j] = t[j] + t[j + h];
+  return t[0];
 }
 
-// e^d for d <= 0 (d may be -inf): Cephes-style range reduction and a degree-6 polynomial,
-// relative error below 2e-7; exactly 0 below -87.
+// e^d for d <= 0 (d may be -inf): n = rint(d / ln 2) by the 1.5 * 2^23 rounding trick (two
+// float adds, the same on every ISA), Cody-Waite reduction, a degree-6 polynomial. Relative
+// error below 2e-7; exactly 0 below -87. Branch-free, so it vectorizes.
 inline float exp_nonpositive(float d) {
-  if (!(d >= -87.0f)) return 0.0f;
-  const float n = std::floor(d * 1.44269504088896341f + 0.5f);
-  float r = d - n * 0.693359375f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  const float x = d >= -87.0f ? d : -87.0f;
+  const float n = (x * 1.44269504088896341f + kRound) - kRound;
+  float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -39,8 +44,8 @@ inline float exp_nonpositive(float d) {
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r;
   p = p + 1.0f;
-  const uint32_t scale = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  return p * bits_to_float(scale);
+  const float scale = bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+  return d >= -87.0f ? p * scale : 0.0f;
 }
 
 }  // namespace spec_edge

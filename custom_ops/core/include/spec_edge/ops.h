@@ -34,7 +34,8 @@ Status accept(const Rows& target_probs, const Rows* draft_probs, const Tokens& d
 //   -> accept_len [B], out [B, K+1]
 // Row b uses n_b = num_draft[b] (default K) draft tokens. temperature == 0: greedy, exactly
 // verify_greedy on the target logits. temperature > 0: p = softmax(target / T),
-// q = softmax(draft / T), then exactly the rule of `accept`, with u_j the j-th Philox draw of
+// q = softmax(draft / T), computed as exp_nonpositive((x - max x) * (1/T)) (numerics.h; the
+// normalization is the row mass), then exactly the rule of `accept`, with u_j the j-th Philox draw of
 // stream (seed[b], offset[b], row b) (see philox.h). out[b] holds the accepted draft tokens,
 // then the correction/bonus token, then -1 padding.
 struct VerifyParams {

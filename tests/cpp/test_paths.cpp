@@ -1,0 +1,169 @@
+// Every ISA path computes the same bits as the scalar reference, row pass by row pass, across
+// tile edges, dtypes, value distributions and the NaN/inf policy.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "row_kernels.h"
+#include "spec_edge/dispatch.h"
+
+namespace spec_edge {
+namespace {
+
+const int64_t kSizes[] = {1,  2,  3,  4,  5,  7,  8,   15,  16,  17,  31,   32,  33,
+                          63, 64, 65, 96, 127, 128, 129, 255, 256, 257, 1000, 4099};
+
+uint16_t to_half_bits(float f) {  // round-to-nearest-even, enough for test data
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const float a = std::fabs(f);
+  if (a != a) return 0x7e00;
+  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (a < std::ldexp(1.0f, -24)) return static_cast<uint16_t>(sign);
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  const int exp_h = std::max(e - 1, -14);
+  const float q = std::nearbyint(std::ldexp(a, 10 - exp_h));  // significand in units of 2^(exp_h-10)
+  uint32_t bits = (q >= 2048.0f) ? ((exp_h + 1 + 15) << 10) : (q >= 1024.0f ? ((exp_h + 15) << 10) | (static_cast<uint32_t>(q) - 1024) : static_cast<uint32_t>(q));
+  return static_cast<uint16_t>(sign | bits);
+}
+
+struct Row {
+  std::vector<float> f32;
+  std::vector<uint16_t> f16, bf16;
+  const void* data(DType d) const {
+    return d == DType::kFloat32 ? static_cast<const void*>(f32.data())
+                                : d == DType::kFloat16 ? static_cast<const void*>(f16.data())
+                                                       : static_cast<const void*>(bf16.data());
+  }
+};
+
+// Values in the row's dtype, read back so that every dtype sees exactly representable data.
+Row make_row(std::vector<float> v) {
+  Row r;
+  for (float x : v) {
+    r.f16.push_back(to_half_bits(x));
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    r.bf16.push_back(static_cast<uint16_t>(b >> 16));  // truncation: still a valid bf16
+  }
+  r.f32 = std::move(v);
+  return r;
+}
+
+enum class Dist { kProbs, kSparseProbs, kLogits, kMaskedLogits, kTies };
+
+std::vector<float> values(std::mt19937& rng, int64_t n, Dist dist) {
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::normal_distribution<float> g(0.0f, 3.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    switch (dist) {
+      case Dist::kProbs: x = u(rng); break;
+      case Dist::kSparseProbs: x = u(rng) < 0.7f ? 0.0f : u(rng) * 1e-3f; break;
+      case Dist::kLogits: x = g(rng); break;
+      case Dist::kMaskedLogits: x = u(rng) < 0.5f ? -std::numeric_limits<float>::infinity() : g(rng); break;
+      case Dist::kTies: x = std::floor(u(rng) * 4.0f); break;
+    }
+  }
+  if (dist == Dist::kSparseProbs) v[rng() % n] = 0.5f;
+  if (dist == Dist::kMaskedLogits) v[rng() % n] = 1.0f;
+  return v;
+}
+
+class PathTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PathTest, IdenticalToReference) {
+  const char* isa = GetParam();
+  std::mt19937 rng(1234);
+  int64_t cases = 0;
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    const RowKernels* k = row_kernels_for(isa, dtype);
+    if (k == nullptr) GTEST_SKIP() << isa << " is not available on this CPU/build";
+    const RowKernels& ref = reference_row_kernels(dtype);
+    for (int64_t n : kSizes) {
+      for (int rep = 0; rep < 24; ++rep, ++cases) {
+        const Dist dist = static_cast<Dist>(rep % 5);
+        const Row p = make_row(values(rng, n, dist));
+        const Row q = make_row(values(rng, n, dist == Dist::kMaskedLogits ? Dist::kLogits : dist));
+        const void *pd = p.data(dtype), *qd = q.data(dtype);
+        const std::string where = std::string(isa) + " dtype=" + dtype_name(dtype) + " n=" + std::to_string(n) + " rep=" + std::to_string(rep);
+        const ArgmaxResult a = k->argmax(pd, n), ar = ref.argmax(pd, n);
+        ASSERT_EQ(a.index, ar.index) << where;
+        ASSERT_EQ(a.nan_at, ar.nan_at) << where;
+        const MaxResult mx = k->logit_max(pd, n), mxr = ref.logit_max(pd, n);
+        ASSERT_EQ(mx.max, mxr.max) << where;
+        ASSERT_EQ(mx.clean, mxr.clean) << where;
+        std::uniform_real_distribution<double> u(0.0, 1.0);
+        if (dist == Dist::kProbs || dist == Dist::kSparseProbs || dist == Dist::kTies) {
+          const int64_t exclude = rep % 3 == 0 ? -1 : static_cast<int64_t>(rng() % n);
+          const MassResult m = k->prob_mass(pd, n, exclude), mr = ref.prob_mass(pd, n, exclude);
+          ASSERT_EQ(m.mass, mr.mass) << where;
+          for (int d = 0; d < 4; ++d) {
+            const double t = u(rng) * mr.mass;
+            ASSERT_EQ(k->prob_scan(pd, n, exclude, t), ref.prob_scan(pd, n, exclude, t)) << where;
+          }
+          const float a1 = 1.0f / static_cast<float>(ref.prob_mass(pd, n, -1).mass + 1e-30);
+          const float b1 = 1.0f / static_cast<float>(ref.prob_mass(qd, n, -1).mass + 1e-30);
+          const double R = ref.prob_residual_mass(pd, qd, n, a1, b1);
+          ASSERT_EQ(k->prob_residual_mass(pd, qd, n, a1, b1), R) << where;
+          const double t = u(rng) * R;
+          ASSERT_EQ(k->prob_residual_scan(pd, qd, n, a1, b1, t), ref.prob_residual_scan(pd, qd, n, a1, b1, t)) << where;
+        }
+        if (mxr.clean && mxr.max > -std::numeric_limits<float>::infinity()) {
+          const MaxResult mq = ref.logit_max(qd, n);
+          for (float T : {0.3f, 1.0f, 1.7f}) {
+            const ExpMap ep{mxr.max, 1.0f / T}, eq{mq.max, 1.0f / T};
+            const double P = ref.exp_mass(pd, n, ep);
+            ASSERT_EQ(k->exp_mass(pd, n, ep), P) << where << " T=" << T;
+            const double t = u(rng) * P;
+            ASSERT_EQ(k->exp_scan(pd, n, ep, t), ref.exp_scan(pd, n, ep, t)) << where;
+            if (!mq.clean) continue;
+            const float a1 = static_cast<float>(1.0 / P), b1 = static_cast<float>(1.0 / ref.exp_mass(qd, n, eq));
+            const double R = ref.exp_residual_mass(pd, qd, n, ep, eq, a1, b1);
+            ASSERT_EQ(k->exp_residual_mass(pd, qd, n, ep, eq, a1, b1), R) << where;
+            const double tr = u(rng) * R;
+            ASSERT_EQ(k->exp_residual_scan(pd, qd, n, ep, eq, a1, b1, tr),
+                      ref.exp_residual_scan(pd, qd, n, ep, eq, a1, b1, tr)) << where;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 1000);
+}
+
+TEST_P(PathTest, NanAndInfinityPolicy) {
+  const char* isa = GetParam();
+  const RowKernels* k = row_kernels_for(isa, DType::kFloat32);
+  if (k == nullptr) GTEST_SKIP();
+  const RowKernels& ref = reference_row_kernels(DType::kFloat32);
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {1, 5, 64, 65, 200}) {
+    for (int64_t at = 0; at < n; at += std::max<int64_t>(1, n / 7)) {
+      for (float bad : {nan, inf, -inf, -1.0f, -0.0f}) {
+        std::vector<float> v(n, 0.25f);
+        v[at] = bad;
+        const ArgmaxResult a = k->argmax(v.data(), n), ar = ref.argmax(v.data(), n);
+        EXPECT_EQ(a.index, ar.index);
+        EXPECT_EQ(a.nan_at, ar.nan_at);
+        EXPECT_EQ(k->logit_max(v.data(), n).clean, ref.logit_max(v.data(), n).clean);
+        // prob_mass's flag may be conservative, but never misses a bad value
+        const bool really_bad = !(bad >= 0.0f && bad <= 3.4e38f);
+        if (really_bad) EXPECT_FALSE(k->prob_mass(v.data(), n, -1).clean) << "n=" << n << " at=" << at;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPaths, PathTest, ::testing::Values("portable"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace spec_edge
