@@ -14,7 +14,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 # Builds the native libraries (CMake, through setup.py) and installs the package in editable mode.
 build: venv
-	SPEC_EDGE_BUILD_TESTS=ON SPEC_EDGE_CMAKE_BUILD_DIR=$(BUILD_DIR) \
+	SPEC_EDGE_BUILD_TESTS=ON SPEC_EDGE_BUILD_BENCH=ON SPEC_EDGE_CMAKE_BUILD_DIR=$(BUILD_DIR) \
 	  $(PY) -m pip install -q --no-build-isolation --no-deps -e .
 
 test: test-cpp test-py
@@ -32,8 +32,9 @@ stat-full: build
 demo: build
 	$(PY) -m spec_edge.demo
 
+# Benchmarks (single thread, peers in the same process); tables land in docs/BENCHMARKS.md.
 bench: build
-	$(PY) bench/bench_verify.py --write docs/BENCHMARKS.md
+	$(PY) bench/bench_verify.py --core-bench $(BUILD_DIR)/bench/spec_edge_bench_core --write docs/BENCHMARKS.md
 
 clean:
 	rm -rf build python/spec_edge/_lib

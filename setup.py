@@ -22,8 +22,9 @@ class BuildWithCMake(build_py):
             "cmake", "-S", str(ROOT), "-B", str(build_dir),
             f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
             f"-DSPEC_EDGE_PYTHON_LIB_DIR={package / 'spec_edge' / '_lib'}",
-            f"-DSPEC_EDGE_BUILD_TESTS={os.environ.get('SPEC_EDGE_BUILD_TESTS', 'OFF')}",
         ]
+        # SPEC_EDGE_BUILD_{TESTS,BENCH,...} from the environment become CMake options.
+        configure += [f"-D{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("SPEC_EDGE_BUILD_")]
         if shutil.which("ninja") and not (build_dir / "CMakeCache.txt").exists():
             configure += ["-G", "Ninja"]
         subprocess.check_call(configure)

@@ -6,7 +6,7 @@ import torch
 
 import spec_edge
 from stats_utils import chisquare_pvalue
-from toy_models import ToyLM
+from spec_edge.toy import ToyLM
 
 
 @pytest.fixture(scope="module")

@@ -83,28 +83,37 @@ class SpeculativeDecoder:
         self.stats = DecodeStats(accepted_hist=[0] * (self.k + 1))
         new: list[int] = []
         while len(new) < max_new:
-            k = min(self.k, max_new - len(new) - 1)  # a round emits at most k + 1 tokens
-            tokens, probs = self._propose(prefix, k)
-            target = self.target_step(list(prefix), tokens)
-            if tuple(target.shape[:-1]) != (k + 1,):
-                raise ValueError(f"target_step returned shape {tuple(target.shape)}; "
-                                 f"expected [k+1={k + 1}, V]")
-            if self.greedy:
-                result = ops.verify_greedy(target, tokens)
-            else:
-                result = ops.accept(target, probs, tokens, generator=self.generator)
-            n = int(result.n_accepted)
-            emitted = tokens[:n].tolist() + [int(result.next_token)]
-            self.stats.rounds += 1
-            self.stats.proposed += k
-            self.stats.accepted += n
-            self.stats.accepted_hist[n] += 1
-            for t in emitted:
+            # a round emits at most k + 1 tokens
+            for t in self.step(prefix, k=min(self.k, max_new - len(new) - 1)):
                 new.append(t)
                 prefix.append(t)
                 if t == self.eos_token_id:
                     return new
         return new
+
+    def step(self, prefix: Sequence[int], k: int | None = None) -> list[int]:
+        """One round after ``prefix``: propose ``k`` tokens (default ``self.k``), verify them in
+        one target step, and return the emitted tokens (the accepted ones, then one more).
+        Adds the round to ``self.stats``."""
+        k = self.k if k is None else k
+        if not 0 <= k <= self.k:
+            raise ValueError(f"k: expected 0..{self.k}, got {k}")
+        prefix = [int(t) for t in prefix]
+        tokens, probs = self._propose(prefix, k)
+        target = self.target_step(list(prefix), tokens)
+        if tuple(target.shape[:-1]) != (k + 1,):
+            raise ValueError(f"target_step returned shape {tuple(target.shape)}; "
+                             f"expected [k+1={k + 1}, V]")
+        if self.greedy:
+            result = ops.verify_greedy(target, tokens)
+        else:
+            result = ops.accept(target, probs, tokens, generator=self.generator)
+        n = int(result.n_accepted)
+        self.stats.rounds += 1
+        self.stats.proposed += k
+        self.stats.accepted += n
+        self.stats.accepted_hist[n] += 1
+        return tokens[:n].tolist() + [int(result.next_token)]
 
     def _propose(self, prefix: list[int], k: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         if k == 0:

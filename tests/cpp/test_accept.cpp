@@ -8,11 +8,6 @@ namespace {
 
 using namespace spec_edge::testing;
 
-struct Out {
-  int64_t n = -7, next = -7;
-  VerifyResult view() { return {&n, &next}; }
-};
-
 // p = [0.5, 0.5], q = [1, 0]: t = 0 is accepted with probability 0.5; the residual
 // max(0, p - q) = [0, 0.5] always gives token 1.
 TEST(Accept, HandComputedAcceptanceAndResidual) {

@@ -42,6 +42,12 @@ inline Uniforms uniforms(const std::vector<double>& data, int64_t batch, int64_t
   return u;
 }
 
+// One sequence's (n_accepted, next_token), preset to values no op produces.
+struct Out {
+  int64_t n = -7, next = -7;
+  VerifyResult view() { return {&n, &next}; }
+};
+
 // Address of a view that outlives the full expression (for optional arguments).
 inline const Rows* ptr(const Rows& r) {
   static thread_local Rows slots[8];

@@ -8,11 +8,6 @@ namespace {
 
 using namespace spec_edge::testing;
 
-struct Out {
-  int64_t n = -7, next = -7;
-  VerifyResult view() { return {&n, &next}; }
-};
-
 // Row i's argmax is argmaxes[i].
 std::vector<float> peaked(const std::vector<int64_t>& argmaxes, int64_t V) {
   std::vector<float> x(argmaxes.size() * V, 0.1f);

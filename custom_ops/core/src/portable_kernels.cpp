@@ -5,8 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "block_reduce.h"
 #include "row_kernels.h"
-#include "spec_edge/numerics.h"
 
 namespace spec_edge {
 namespace {
@@ -24,9 +24,9 @@ inline f32x4 load4(const float* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
+// Vector casts between same-size vector types reinterpret the bits (GCC/Clang semantics).
 inline f32x4 select(i32x4 mask, f32x4 a, f32x4 b) {
-  const i32x4 r = (mask & reinterpret_cast<i32x4&>(a)) | (~mask & reinterpret_cast<i32x4&>(b));
-  return reinterpret_cast<const f32x4&>(r);
+  return (f32x4)((mask & (i32x4)a) | (~mask & (i32x4)b));
 }
 
 // exp_nonpositive of numerics.h, lane-wise.
@@ -46,7 +46,7 @@ inline f32x4 exp4(f32x4 d) {
   p = p * (r * r) + r;
   p = p + splat(1.0f);
   const i32x4 bits = (__builtin_convertvector(n, i32x4) + 127) << 23;
-  return select(in_range, p * reinterpret_cast<const f32x4&>(bits), splat(0.0f));
+  return select(in_range, p * (f32x4)bits, splat(0.0f));
 }
 
 // The halving fold of numerics.h over 16 vectors (vector k holds elements 4k..4k+3).
@@ -83,54 +83,16 @@ inline void clear_tail(f32x4* s, int64_t m) {
   std::memcpy(s, buf, sizeof buf);
 }
 
+using Block = f32x4[kVecs];
+
 template <class Fill>
 double block_mass(int64_t n, const Fill& fill) {
-  double total = 0.0;
-  f32x4 s[kVecs];
-  for (int64_t base = 0; base < n; base += kBlock) {
-    fill(base, std::min(kBlock, n - base), s);
-    total += static_cast<double>(fold(s));
-  }
-  return total;
+  return spec_edge::block_mass<Block>(n, fill, fold);
 }
 
-// As block_scan of the reference: block sums, then single values in double inside the
-// crossing block, else the last positive value.
 template <class Fill>
 int64_t block_scan(int64_t n, const Fill& fill, double target) {
-  double cum = 0.0;
-  int64_t last_positive_block = -1;
-  f32x4 s[kVecs];
-  alignas(16) float v[kBlock];
-  for (int64_t base = 0; base < n; base += kBlock) {
-    const int64_t m = std::min(kBlock, n - base);
-    fill(base, m, s);
-    const float block = fold(s);
-    if (block > 0.0f) {
-      if (cum + static_cast<double>(block) > target) {
-        std::memcpy(v, s, sizeof v);
-        double c = cum;
-        int64_t last = -1;
-        for (int64_t j = 0; j < m; ++j) {
-          if (v[j] > 0.0f) {
-            c += static_cast<double>(v[j]);
-            last = base + j;
-            if (c > target) return last;
-          }
-        }
-        return last;
-      }
-      last_positive_block = base;
-    }
-    cum += static_cast<double>(block);
-  }
-  if (last_positive_block < 0) return -1;
-  const int64_t m = std::min(kBlock, n - last_positive_block);
-  fill(last_positive_block, m, s);
-  std::memcpy(v, s, sizeof v);
-  for (int64_t j = m - 1; j >= 0; --j)
-    if (v[j] > 0.0f) return last_positive_block + j;
-  return -1;
+  return spec_edge::block_scan<Block>(n, fill, fold, target);
 }
 
 template <class T>
@@ -220,7 +182,7 @@ struct Portable {
     u32x4 signs = {0, 0, 0, 0};
     const double mass = block_mass(n, [&](int64_t base, int64_t m, f32x4* s) {
       load_block(x + base, m, s);
-      for (int k = 0; k < kVecs; ++k) signs |= reinterpret_cast<const u32x4&>(s[k]);
+      for (int k = 0; k < kVecs; ++k) signs |= (u32x4)s[k];
       exclude_lane(s, base, m, exclude);
     });
     const uint32_t any = signs[0] | signs[1] | signs[2] | signs[3];

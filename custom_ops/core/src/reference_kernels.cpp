@@ -4,66 +4,35 @@
 #include <algorithm>
 #include <limits>
 
+#include "block_reduce.h"
 #include "row_kernels.h"
-#include "spec_edge/numerics.h"
 
 namespace spec_edge {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Sum over [0, n) in the block order of numerics.h; fill(base, m, s) writes the m values of a
-// block into s.
+using Block = float[kBlock];
+
+float block_sum(const Block& s) { return fold_block(s); }
+
+// Wraps a fill of m values with the zero padding of a short block.
 template <class Fill>
-double block_mass(int64_t n, const Fill& fill) {
-  double total = 0.0;
-  alignas(64) float s[kBlock];
-  for (int64_t base = 0; base < n; base += kBlock) {
-    const int64_t m = std::min(kBlock, n - base);
+auto padded(const Fill& fill) {
+  return [&fill](int64_t base, int64_t m, Block& s) {
     fill(base, m, s);
     for (int64_t j = m; j < kBlock; ++j) s[j] = 0.0f;
-    total += static_cast<double>(fold_block(s));
-  }
-  return total;
+  };
 }
 
-// Inverse CDF: the first j at which the running total exceeds `target`, walking block sums as
-// block_mass does and, inside the crossing block, single values in double. Values are >= 0,
-// so the returned j always has a positive value. When rounding leaves no crossing (target at
-// the very top of the mass), the last positive value is returned; -1 only for an all-zero row.
+template <class Fill>
+double block_mass(int64_t n, const Fill& fill) {
+  return spec_edge::block_mass<Block>(n, padded(fill), block_sum);
+}
+
 template <class Fill>
 int64_t block_scan(int64_t n, const Fill& fill, double target) {
-  double cum = 0.0;
-  int64_t last_positive_block = -1;
-  alignas(64) float s[kBlock];
-  for (int64_t base = 0; base < n; base += kBlock) {
-    const int64_t m = std::min(kBlock, n - base);
-    fill(base, m, s);
-    for (int64_t j = m; j < kBlock; ++j) s[j] = 0.0f;
-    const float block = fold_block(s);
-    if (block > 0.0f) {
-      if (cum + static_cast<double>(block) > target) {
-        double c = cum;
-        int64_t last = -1;
-        for (int64_t j = 0; j < m; ++j) {
-          if (s[j] > 0.0f) {
-            c += static_cast<double>(s[j]);
-            last = base + j;
-            if (c > target) return last;
-          }
-        }
-        return last;
-      }
-      last_positive_block = base;
-    }
-    cum += static_cast<double>(block);
-  }
-  if (last_positive_block < 0) return -1;
-  const int64_t m = std::min(kBlock, n - last_positive_block);
-  fill(last_positive_block, m, s);
-  for (int64_t j = m - 1; j >= 0; --j)
-    if (s[j] > 0.0f) return last_positive_block + j;
-  return -1;
+  return spec_edge::block_scan<Block>(n, padded(fill), block_sum, target);
 }
 
 template <class T>

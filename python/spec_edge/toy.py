@@ -1,5 +1,9 @@
-"""A deterministic draft/target pair: next-token logits from a fixed table keyed by the last
-two tokens. The draft is the target's table plus noise, so the two agree often, not always."""
+"""A deterministic toy language-model pair for demos and tests.
+
+Next-token logits come from a fixed random table keyed by the last two tokens (a second-order
+Markov chain), so every distribution the speculative loop sees is known exactly. The draft is
+the target's table plus noise: the two agree often, not always.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,10 @@ class ToyLM:
             self.table = scale * torch.randn(vocab * vocab, vocab, generator=g)
         else:
             self.table = base.table + noise * torch.randn(base.table.shape, generator=g)
+
+    def probs_table(self) -> torch.Tensor:
+        """``[V, V, V]``: next-token probabilities for each (second-to-last, last) token pair."""
+        return torch.softmax(self.table.double(), -1).reshape(self.vocab, self.vocab, self.vocab)
 
     def logits(self, context: list[int]) -> torch.Tensor:
         a = context[-2] if len(context) > 1 else 0
@@ -49,6 +57,12 @@ class ToyLM:
                 ctx.append(out[-1])
             return torch.tensor(out), torch.stack(rows)
         return step
+
+    def sample_decode(self, prompt: list[int], max_new: int, generator: torch.Generator) -> list[int]:
+        ctx = list(prompt)
+        for _ in range(max_new):
+            ctx.append(int(torch.multinomial(self.probs(ctx), 1, generator=generator)))
+        return ctx[len(prompt):]
 
     def greedy_decode(self, prompt: list[int], max_new: int) -> list[int]:
         ctx = list(prompt)
