@@ -1,5 +1,6 @@
 """Builds the native libraries with CMake as part of `pip install` (editable or not)."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,10 +18,15 @@ class BuildWithCMake(build_py):
         import torch  # the torch the libraries must match (hence --no-build-isolation)
 
         package = ROOT / "python" if self.editable_mode else Path(self.build_lib).resolve()
+        prefixes = [torch.utils.cmake_prefix_path]
+        executorch = importlib.util.find_spec("executorch")  # optional: the ExecuTorch kernels
+        if executorch is not None:
+            prefixes.append(executorch.submodule_search_locations[0])
         build_dir = Path(os.environ.get("SPEC_EDGE_CMAKE_BUILD_DIR", ROOT / "build" / "cmake"))
         configure = [
             "cmake", "-S", str(ROOT), "-B", str(build_dir),
-            f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}",
+            f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}",
+            f"-DSPEC_EDGE_BUILD_EXECUTORCH={'ON' if executorch is not None else 'OFF'}",
             f"-DSPEC_EDGE_PYTHON_LIB_DIR={package / 'spec_edge' / '_lib'}",
         ]
         # SPEC_EDGE_BUILD_{TESTS,BENCH,...} from the environment become CMake options.

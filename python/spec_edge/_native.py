@@ -17,10 +17,14 @@ _loaded: Path | None = None
 _handle: ctypes.CDLL | None = None
 
 
+def library_dir() -> Path:
+    """Where the native libraries are: ``$SPEC_EDGE_LIB_DIR`` or the package's ``_lib``."""
+    return Path(os.environ.get("SPEC_EDGE_LIB_DIR") or Path(__file__).parent / "_lib")
+
+
 def library_path() -> Path:
-    """Path of the ATen op library: ``$SPEC_EDGE_LIB_DIR`` or the package's ``_lib``."""
-    lib_dir = os.environ.get("SPEC_EDGE_LIB_DIR") or Path(__file__).parent / "_lib"
-    path = Path(lib_dir) / _LIB_NAME
+    """Path of the ATen op library."""
+    path = library_dir() / _LIB_NAME
     if not path.is_file():
         raise ImportError(
             f"spec_edge: native library not found at {path}. Build it with `make build` "

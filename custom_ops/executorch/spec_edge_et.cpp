@@ -1,0 +1,237 @@
+// ExecuTorch runtime kernels: the `.out` variant of every spec_edge op, over the same core.
+//
+// The ops return two tensors, which EXECUTORCH_LIBRARY cannot wrap, so each kernel is boxed by
+// hand: the stack holds the inputs, then the out tensors, then the return slot(s). Argument
+// checks follow ExecuTorch's custom ops (validate under ET_KERNEL_CHECK: a logged reason and
+// InvalidArgument, never a crash); value checks come from the core's Status.
+#include <executorch/runtime/core/exec_aten/util/tensor_util.h>
+#include <executorch/runtime/kernel/kernel_includes.h>
+#include <executorch/runtime/kernel/operator_registry.h>
+
+#include "spec_edge/ops.h"
+
+namespace spec_edge_et {
+namespace {
+
+using executorch::aten::ScalarType;
+using executorch::aten::SizesType;
+using executorch::aten::Tensor;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+using executorch::runtime::KernelRuntimeContext;
+using executorch::runtime::Span;
+
+bool score_dtype(const Tensor& t, const char* name, spec_edge::DType* dtype) {
+  switch (t.scalar_type()) {
+    case ScalarType::Float: *dtype = spec_edge::DType::kFloat32; return true;
+    case ScalarType::Half: *dtype = spec_edge::DType::kFloat16; return true;
+    case ScalarType::BFloat16: *dtype = spec_edge::DType::kBFloat16; return true;
+    default:
+      ET_LOG(Error, "%s: unsupported dtype %d; expected float32, float16 or bfloat16", name,
+             static_cast<int>(t.scalar_type()));
+      return false;
+  }
+}
+
+// [K+1, V] / [K, V] (single) or [B, rows, V] scores with a unit-stride vocabulary axis.
+bool validate_rows(const Tensor& t, bool single, const char* name, spec_edge::Rows* r) {
+  const int rank = single ? 2 : 3;
+  if (t.dim() != rank) {
+    ET_LOG(Error, "%s: expected rank %d, got %d", name, rank, static_cast<int>(t.dim()));
+    return false;
+  }
+  if (!score_dtype(t, name, &r->dtype)) return false;
+  const int o = single ? 0 : 1;
+  if (t.size(o + 1) > 1 && t.strides()[o + 1] != 1) {
+    ET_LOG(Error, "%s: the vocabulary axis must be contiguous", name);
+    return false;
+  }
+  r->data = t.const_data_ptr();
+  r->batch = single ? 1 : t.size(0);
+  r->rows = t.size(o);
+  r->vocab = t.size(o + 1);
+  r->batch_stride = single ? 0 : t.strides()[0];
+  r->row_stride = t.strides()[o];
+  return true;
+}
+
+bool validate_tokens(const Tensor& t, bool single, const char* name, spec_edge::Tokens* v) {
+  const int rank = single ? 1 : 2;
+  if (t.dim() != rank || t.scalar_type() != ScalarType::Long) {
+    ET_LOG(Error, "%s: expected an int64 tensor of rank %d", name, rank);
+    return false;
+  }
+  v->data = t.const_data_ptr<int64_t>();
+  v->batch = single ? 1 : t.size(0);
+  v->len = t.size(rank - 1);
+  v->batch_stride = single ? 0 : t.strides()[0];
+  v->stride = t.strides()[rank - 1];
+  return true;
+}
+
+// Out tensors: int64, resized to `sizes`.
+bool prepare_out(Tensor& out, executorch::aten::ArrayRef<SizesType> sizes, const char* name) {
+  if (out.scalar_type() != ScalarType::Long) {
+    ET_LOG(Error, "%s: expected an int64 out tensor", name);
+    return false;
+  }
+  if (executorch::runtime::resize_tensor(out, sizes) != Error::Ok) {
+    ET_LOG(Error, "%s: cannot resize the out tensor", name);
+    return false;
+  }
+  return true;
+}
+
+bool ok(const spec_edge::Status& s, const char* op) {
+  if (s.is_ok()) return true;
+  ET_LOG(Error, "spec_edge::%s: %s", op, s.message());
+  return false;
+}
+
+const Tensor* optional_tensor(EValue* v) { return v->isNone() ? nullptr : &v->toTensor(); }
+
+bool validate_stack(Span<EValue*> stack, size_t min_size, const char* op) {
+  if (stack.size() < min_size) {
+    ET_LOG(Error, "spec_edge::%s: expected at least %zu stack values, got %zu", op, min_size,
+           stack.size());
+    return false;
+  }
+  return true;
+}
+
+// verify_greedy.out(Tensor target_probs, Tensor draft_tokens, *, Tensor(a!) n_accepted,
+//                   Tensor(b!) next_token) -> (Tensor(a!), Tensor(b!))
+void verify_greedy_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 4, "verify_greedy.out"), InvalidArgument, );
+  const Tensor& target = stack[0]->toTensor();
+  const bool single = target.dim() == 2;
+  spec_edge::Rows rows;
+  spec_edge::Tokens tokens;
+  ET_KERNEL_CHECK(ctx, validate_rows(target, single, "target_probs", &rows), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_tokens(stack[1]->toTensor(), single, "draft_tokens", &tokens),
+                  InvalidArgument, );
+  Tensor& n_accepted = stack[2]->toTensor();
+  Tensor& next_token = stack[3]->toTensor();
+  const SizesType batch[1] = {static_cast<SizesType>(rows.batch)};
+  const executorch::aten::ArrayRef<SizesType> shape(batch, single ? 0 : 1);
+  ET_KERNEL_CHECK(ctx, prepare_out(n_accepted, shape, "n_accepted"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, prepare_out(next_token, shape, "next_token"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx,
+                  ok(spec_edge::verify_greedy(rows, tokens,
+                                              {n_accepted.mutable_data_ptr<int64_t>(),
+                                               next_token.mutable_data_ptr<int64_t>()}),
+                     "verify_greedy"),
+                  InvalidArgument, );
+}
+
+// accept.out(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms, *,
+//            Tensor(a!) n_accepted, Tensor(b!) next_token) -> (Tensor(a!), Tensor(b!))
+void accept_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 6, "accept.out"), InvalidArgument, );
+  const Tensor& target = stack[0]->toTensor();
+  const bool single = target.dim() == 2;
+  spec_edge::Rows p, q;
+  spec_edge::Tokens tokens;
+  ET_KERNEL_CHECK(ctx, validate_rows(target, single, "target_probs", &p), InvalidArgument, );
+  const Tensor* draft = optional_tensor(stack[1]);
+  ET_KERNEL_CHECK(ctx, draft == nullptr || validate_rows(*draft, single, "draft_probs", &q),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_tokens(stack[2]->toTensor(), single, "draft_tokens", &tokens),
+                  InvalidArgument, );
+  const Tensor& u = stack[3]->toTensor();
+  const int u_rank = single ? 1 : 2;
+  ET_KERNEL_CHECK_MSG(ctx,
+                      u.dim() == u_rank && (u.scalar_type() == ScalarType::Double ||
+                                            u.scalar_type() == ScalarType::Float),
+                      InvalidArgument, , "uniforms: expected float64/float32 of rank %d", u_rank);
+  spec_edge::Uniforms uniforms;
+  uniforms.data = u.const_data_ptr();
+  uniforms.dtype = u.scalar_type() == ScalarType::Double ? spec_edge::DType::kFloat64
+                                                         : spec_edge::DType::kFloat32;
+  uniforms.batch = single ? 1 : u.size(0);
+  uniforms.len = u.size(u_rank - 1);
+  uniforms.batch_stride = single ? 0 : u.strides()[0];
+  uniforms.stride = u.strides()[u_rank - 1];
+  Tensor& n_accepted = stack[4]->toTensor();
+  Tensor& next_token = stack[5]->toTensor();
+  const SizesType batch[1] = {static_cast<SizesType>(p.batch)};
+  const executorch::aten::ArrayRef<SizesType> shape(batch, single ? 0 : 1);
+  ET_KERNEL_CHECK(ctx, prepare_out(n_accepted, shape, "n_accepted"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, prepare_out(next_token, shape, "next_token"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx,
+                  ok(spec_edge::accept(p, draft ? &q : nullptr, tokens, uniforms,
+                                       {n_accepted.mutable_data_ptr<int64_t>(),
+                                        next_token.mutable_data_ptr<int64_t>()}),
+                     "accept"),
+                  InvalidArgument, );
+}
+
+template <class T>
+bool per_row(const Tensor& t, ScalarType dtype, const char* name, spec_edge::PerRow<T>* out) {
+  if (t.dim() > 1 || t.scalar_type() != dtype) {
+    ET_LOG(Error, "%s: expected a scalar or [B] tensor of dtype %d", name, static_cast<int>(dtype));
+    return false;
+  }
+  *out = {t.const_data_ptr<T>(), static_cast<int64_t>(t.numel())};
+  return true;
+}
+
+// verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature,
+//            Tensor seed, Tensor offset, Tensor? num_draft=None, *, Tensor(a!) accept_len,
+//            Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
+void verify_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 9, "verify.out"), InvalidArgument, );
+  spec_edge::Rows p, q;
+  spec_edge::Tokens tokens;
+  spec_edge::VerifyParams params;
+  ET_KERNEL_CHECK(ctx, validate_rows(stack[0]->toTensor(), false, "target_logits", &p),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_rows(stack[1]->toTensor(), false, "draft_logits", &q),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_tokens(stack[2]->toTensor(), false, "draft_tokens", &tokens),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx,
+                  per_row(stack[3]->toTensor(), ScalarType::Float, "temperature",
+                          &params.temperature),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, per_row(stack[4]->toTensor(), ScalarType::Long, "seed", &params.seed),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, per_row(stack[5]->toTensor(), ScalarType::Long, "offset", &params.offset),
+                  InvalidArgument, );
+  if (const Tensor* num_draft = optional_tensor(stack[6])) {
+    ET_KERNEL_CHECK_MSG(ctx,
+                        num_draft->dim() == 1 && num_draft->size(0) == p.batch &&
+                            num_draft->scalar_type() == ScalarType::Long,
+                        InvalidArgument, , "num_draft: expected an int64 [B=%lld] tensor",
+                        static_cast<long long>(p.batch));
+    params.num_draft = num_draft->const_data_ptr<int64_t>();
+  }
+  Tensor& accept_len = stack[7]->toTensor();
+  Tensor& out = stack[8]->toTensor();
+  const SizesType len_shape[1] = {static_cast<SizesType>(p.batch)};
+  const SizesType out_shape[2] = {static_cast<SizesType>(p.batch), static_cast<SizesType>(p.rows)};
+  ET_KERNEL_CHECK(ctx, prepare_out(accept_len, {len_shape, 1}, "accept_len"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, prepare_out(out, {out_shape, 2}, "out"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx,
+                  ok(spec_edge::verify(p, q, tokens, params,
+                                       {accept_len.mutable_data_ptr<int64_t>(),
+                                        out.mutable_data_ptr<int64_t>(), p.rows}),
+                     "verify"),
+                  InvalidArgument, );
+}
+
+const executorch::runtime::Kernel kKernels[] = {
+    executorch::runtime::Kernel("spec_edge::verify_greedy.out", verify_greedy_out),
+    executorch::runtime::Kernel("spec_edge::accept.out", accept_out),
+    executorch::runtime::Kernel("spec_edge::verify.out", verify_out),
+};
+
+const auto kRegistered = executorch::runtime::register_kernels({kKernels, 3});
+
+}  // namespace
+}  // namespace spec_edge_et
+
+// Referencing this symbol keeps the registration in statically linked binaries.
+extern "C" __attribute__((visibility("default"))) int spec_edge_executorch_kernels_registered() {
+  return spec_edge_et::kRegistered == executorch::runtime::Error::Ok ? 3 : 0;
+}

@@ -1,0 +1,53 @@
+"""ExecuTorch runtime kernels for the spec_edge ops.
+
+``load()`` loads ``libspec_edge_executorch.so`` once per process, from one canonical path, into
+the same operator registry that ExecuTorch's Python runtime uses, so ``.pte`` programs that call
+``spec_edge::*.out`` run through ``executorch.runtime.Runtime``.
+
+Example:
+    >>> import spec_edge.executorch
+    >>> path = spec_edge.executorch.load()
+    >>> sorted(spec_edge.executorch.registered_ops())
+    ['spec_edge::accept.out', 'spec_edge::verify.out', 'spec_edge::verify_greedy.out']
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+from ._native import library_dir
+
+_LIB_NAME = "libspec_edge_executorch.so"
+_loaded: Path | None = None
+
+
+def library_path() -> Path:
+    path = library_dir() / _LIB_NAME
+    if not path.is_file():
+        raise ImportError(
+            f"spec_edge: ExecuTorch kernel library not found at {path}. It is built when the "
+            "executorch package is installed at build time (`make build`)."
+        )
+    return path.resolve()
+
+
+def load() -> Path:
+    """Registers the spec_edge kernels with ExecuTorch's runtime (idempotent)."""
+    global _loaded
+    if _loaded is None:
+        # The runtime whose registry the kernels join (it loads libexecutorch.so).
+        import executorch.extension.pybindings.portable_lib  # noqa: F401
+
+        path = library_path()
+        ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
+        _loaded = path
+    return _loaded
+
+
+def registered_ops() -> set[str]:
+    """The spec_edge operators ExecuTorch's runtime can run in this process."""
+    from executorch.runtime import Runtime
+
+    return {name for name in Runtime.get().operator_registry.operator_names if name.startswith("spec_edge::")}

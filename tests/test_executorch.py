@@ -1,0 +1,109 @@
+"""Each op end to end through ExecuTorch: export -> to_edge -> to_executorch -> Runtime."""
+
+import pytest
+import torch
+
+import spec_edge
+
+et = pytest.importorskip("executorch")
+import spec_edge.executorch  # noqa: E402
+from executorch.exir import EdgeCompileConfig, to_edge  # noqa: E402
+from executorch.runtime import Runtime  # noqa: E402
+
+spec_edge.executorch.load()
+
+
+class Greedy(torch.nn.Module):
+    def forward(self, target, tokens):
+        return torch.ops.spec_edge.verify_greedy(target, tokens)
+
+
+class Accept(torch.nn.Module):
+    def forward(self, target, draft, tokens, uniforms):
+        return torch.ops.spec_edge.accept(target, draft, tokens, uniforms)
+
+
+class AcceptDraftFree(torch.nn.Module):
+    def forward(self, target, tokens, uniforms):
+        return torch.ops.spec_edge.accept(target, None, tokens, uniforms)
+
+
+class Verify(torch.nn.Module):
+    def forward(self, target, draft, tokens, temperature, seed, offset, num_draft):
+        return torch.ops.spec_edge.verify(target, draft, tokens, temperature, seed, offset, num_draft)
+
+
+def to_program(module, args):
+    edge = to_edge(torch.export.export(module, args), compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    return edge.to_executorch()
+
+
+def run(module, args):
+    program = Runtime.get().load_program(to_program(module, args).buffer)
+    return program.load_method("forward").execute(list(args))
+
+
+def assert_same(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w), (g, w)
+
+
+@pytest.fixture
+def case():
+    g = torch.Generator().manual_seed(0)
+    B, K, V = 3, 4, 111
+    logits = 2 * torch.randn(B, K + 1, V, generator=g)
+    draft = logits[:, :K] + torch.randn(B, K, V, generator=g)
+    p, q = torch.softmax(logits, -1), torch.softmax(draft, -1)
+    tokens = torch.multinomial(q.reshape(-1, V), 1, generator=g).reshape(B, K)
+    u = torch.rand(B, K + 1, dtype=torch.float64, generator=g)
+    return logits, draft, p, q, tokens, u
+
+
+def test_registry_lists_the_ops():
+    assert spec_edge.executorch.registered_ops() == {
+        "spec_edge::verify_greedy.out", "spec_edge::accept.out", "spec_edge::verify.out"}
+
+
+def test_program_contains_the_out_variants(case):
+    _, _, p, _, tokens, _ = case
+    plan = to_program(Greedy(), (p, tokens)).executorch_program.execution_plan[0]
+    assert "spec_edge::verify_greedy.out" in {f"{op.name}.{op.overload}" for op in plan.operators}
+
+
+@pytest.mark.parametrize("single", [False, True])
+def test_verify_greedy(case, single):
+    _, _, p, _, tokens, _ = case
+    args = (p[0], tokens[0]) if single else (p, tokens)
+    assert_same(run(Greedy(), args), Greedy()(*args))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_accept(case, dtype):
+    _, _, p, q, tokens, u = case
+    args = (p.to(dtype), q.to(dtype), tokens, u)
+    assert_same(run(Accept(), args), Accept()(*args))
+    args = (p.to(dtype), tokens, u)
+    assert_same(run(AcceptDraftFree(), args), AcceptDraftFree()(*args))
+
+
+def test_verify_with_runtime_parameters(case):
+    logits, draft, _, _, tokens, _ = case
+    args = (logits, draft, tokens, torch.tensor([0.0, 0.7, 1.3]), torch.tensor(5), torch.tensor(2),
+            torch.tensor([4, 2, 0]))
+    program = Runtime.get().load_program(to_program(Verify(), args).buffer)
+    method = program.load_method("forward")
+    for seed in range(3):  # temperature, seed and offset stay inputs of the program
+        args = args[:4] + (torch.tensor(seed),) + args[5:]
+        assert_same(method.execute(list(args)), Verify()(*args))
+
+
+def test_bad_input_fails_the_call_without_crashing(case):
+    _, _, p, _, tokens, _ = case
+    method = Runtime.get().load_program(to_program(Greedy(), (p, tokens)).buffer).load_method("forward")
+    bad = tokens.clone()
+    bad[1, 2] = 111
+    with pytest.raises(RuntimeError):
+        method.execute([p, bad])
+    assert_same(method.execute([p, tokens]), Greedy()(p, tokens))  # still usable afterwards
