@@ -4,7 +4,7 @@ PY := $(abspath $(VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 BUILD_DIR := build/cmake
 
-.PHONY: venv build test test-cpp test-py stat-full demo bench clean
+.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz stat-full demo bench clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -17,10 +17,21 @@ build: venv
 	SPEC_EDGE_BUILD_TESTS=ON SPEC_EDGE_BUILD_BENCH=ON SPEC_EDGE_CMAKE_BUILD_DIR=$(BUILD_DIR) \
 	  $(PY) -m pip install -q --no-build-isolation --no-deps -e .
 
-test: test-cpp test-py
+test: test-cpp test-sanitize test-aarch64 test-fuzz test-py
 
 test-cpp: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure
+
+# ASan + UBSan natively; aarch64 under qemu (Cortex-A72 and A76) with cross-ISA identity and
+# sanitizers; the fuzzer for a bounded time. Each skips, saying so, when its tools are missing.
+test-sanitize: build
+	tests/tiers.sh sanitize
+
+test-aarch64: build
+	tests/tiers.sh aarch64
+
+test-fuzz: build
+	tests/tiers.sh fuzz
 
 test-py: build
 	$(PY) -m pytest -q

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "spec_edge/dispatch.h"
@@ -71,7 +72,14 @@ int main() {
   std::mt19937 rng(0);
   std::normal_distribution<float> normal(0.0f, 2.0f);
   std::printf("| op | path | shape | us | bytes-read bound us | vs bound |\n|---|---|---|---|---|---|\n");
-  const char* isas[] = {"portable", "scalar"};
+  // Every path this build and CPU can run, best first.
+  std::vector<std::string> isas;
+  for (const char *p = available_isas(), *q = p;; ++q)
+    if (*q == ',' || *q == '\0') {
+      isas.emplace_back(p, q);
+      if (*q == '\0') break;
+      p = q + 1;
+    }
   for (auto [V, K] : {std::pair<int64_t, int64_t>{32000, 4}, {128256, 5}}) {
     // Worst case for reads: every draft token accepted (draft == target, tokens = argmax).
     std::vector<float> p((K + 1) * V);
@@ -87,7 +95,8 @@ int main() {
     char shape[64];
     std::snprintf(shape, sizeof shape, "V=%lld, K=%lld", (long long)V, (long long)K);
     const double greedy_bound = bound_us(p), accept_bound = bound_us(both);
-    for (const char* isa : isas) {
+    for (const std::string& name : isas) {
+      const char* isa = name.c_str();
       if (!select_isa(isa).is_ok()) continue;
       int64_t n, next;
       row("verify_greedy", isa, shape,
@@ -122,7 +131,8 @@ int main() {
     char shape[64];
     std::snprintf(shape, sizeof shape, "B=%lld, V=%lld, K=%lld, T=1", (long long)B, (long long)V, (long long)K);
     const double b_us = bound_us(both);
-    for (const char* isa : isas) {
+    for (const std::string& name : isas) {
+      const char* isa = name.c_str();
       if (!select_isa(isa).is_ok()) continue;
       row("verify", isa, shape,
           median_us([&] {

@@ -5,7 +5,6 @@
 // `sum(block)`, the halving fold. The walk over blocks is the same code for every path.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -14,18 +13,18 @@
 namespace spec_edge {
 
 template <class Block>
-inline void block_values(const Block& block, float* out) {
+static inline void block_values(const Block& block, float* out) {
   static_assert(sizeof(Block) == kBlock * sizeof(float), "a block holds kBlock floats");
   std::memcpy(out, &block, sizeof(Block));
 }
 
 // Sum over [0, n): block sums in float, accumulated left to right in double.
 template <class Block, class Fill, class Sum>
-double block_mass(int64_t n, const Fill& fill, const Sum& sum) {
+static double block_mass(int64_t n, const Fill& fill, const Sum& sum) {
   double total = 0.0;
   alignas(64) Block block;
   for (int64_t base = 0; base < n; base += kBlock) {
-    fill(base, std::min(kBlock, n - base), block);
+    fill(base, n - base < kBlock ? n - base : kBlock, block);
     total += static_cast<double>(sum(block));
   }
   return total;
@@ -36,13 +35,13 @@ double block_mass(int64_t n, const Fill& fill, const Sum& sum) {
 // >= 0, so j always has a positive value. When rounding leaves no crossing (target at the very
 // top of the mass), the last positive value is returned; -1 only for an all-zero row.
 template <class Block, class Fill, class Sum>
-int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double target) {
+static int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double target) {
   double cum = 0.0;
   int64_t last_positive_block = -1;
   alignas(64) Block block;
   alignas(64) float v[kBlock];
   for (int64_t base = 0; base < n; base += kBlock) {
-    const int64_t m = std::min(kBlock, n - base);
+    const int64_t m = n - base < kBlock ? n - base : kBlock;
     fill(base, m, block);
     const float s = sum(block);
     if (s > 0.0f) {
@@ -64,7 +63,7 @@ int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double target) {
     cum += static_cast<double>(s);
   }
   if (last_positive_block < 0) return -1;
-  const int64_t m = std::min(kBlock, n - last_positive_block);
+  const int64_t m = n - last_positive_block < kBlock ? n - last_positive_block : kBlock;
   fill(last_positive_block, m, block);
   block_values(block, v);
   for (int64_t j = m - 1; j >= 0; --j)

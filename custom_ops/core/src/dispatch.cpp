@@ -1,14 +1,23 @@
 #include "spec_edge/dispatch.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include "row_kernels.h"
 
 namespace spec_edge {
 namespace {
 
-enum class Isa { kPortable, kScalar };
+enum class Isa { kAvx2, kVec128, kScalar };
 
 struct IsaInfo {
   Isa isa;
@@ -16,9 +25,40 @@ struct IsaInfo {
   bool (*available)();
 };
 
+#if defined(__x86_64__)
+// AVX2 and F16C reported by cpuid, and the OS saving the YMM registers (XCR0 bits 1-2).
+bool x86_has_avx2_f16c() {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool f16c = c & (1u << 29), osxsave = c & (1u << 27), avx = c & (1u << 28);
+  if (!(f16c && osxsave && avx)) return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 6u) != 6u) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return b & (1u << 5);  // AVX2
+}
+#endif
+
 // Best first; the automatic choice is the first available, and the list ends in scalar.
 const IsaInfo kIsas[] = {
-    {Isa::kPortable, "portable", [] { return true; }},
+#if defined(__x86_64__)
+#if defined(SPEC_EDGE_HAVE_AVX2)
+    {Isa::kAvx2, "avx2", [] { return x86_has_avx2_f16c(); }},
+#endif
+    {Isa::kVec128, "sse2", [] { return true; }},  // part of x86-64
+#elif defined(__aarch64__)
+    {Isa::kVec128, "neon",
+     [] {
+#if defined(__linux__)
+       return (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0;
+#else
+       return true;  // Advanced SIMD is part of armv8-a
+#endif
+     }},
+#else
+    {Isa::kVec128, "vec128", [] { return true; }},  // compiler-generic vectors
+#endif
     {Isa::kScalar, "scalar", [] { return true; }},
 };
 
@@ -31,9 +71,12 @@ Isa automatic_isa() {
 Isa& current_isa() {
   static Isa isa = [] {
     const char* forced = std::getenv("SPEC_EDGE_ISA");
-    if (forced != nullptr && *forced != '\0')
+    if (forced != nullptr && *forced != '\0') {
       for (const IsaInfo& info : kIsas)
         if (std::strcmp(info.name, forced) == 0 && info.available()) return info.isa;
+      std::fprintf(stderr, "spec_edge: SPEC_EDGE_ISA=%s is not available here (available: %s); "
+                           "using the automatic choice\n", forced, available_isas());
+    }
     return automatic_isa();
   }();
   return isa;
@@ -76,7 +119,10 @@ Status select_isa(const char* name) {
 
 static const RowKernels& kernels_of(Isa isa, DType dtype) {
   switch (isa) {
-    case Isa::kPortable: return portable_row_kernels(dtype);
+#if defined(SPEC_EDGE_HAVE_AVX2)
+    case Isa::kAvx2: return avx2_row_kernels(dtype);
+#endif
+    case Isa::kVec128: return vec128_row_kernels(dtype);
     case Isa::kScalar:
     default: return reference_row_kernels(dtype);
   }

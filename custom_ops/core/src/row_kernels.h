@@ -51,11 +51,13 @@ struct RowKernels {
 
 // The kernels of the active ISA path for `dtype` (see dispatch.cpp).
 const RowKernels& row_kernels(DType dtype);
-// The kernels of a named path ("scalar", "portable", ...), or null if unavailable here.
+// The kernels of a named path ("scalar", "sse2", "avx2", "neon"), or null if unavailable here.
 const RowKernels* row_kernels_for(const char* isa, DType dtype);
 // The scalar reference kernels (the definition).
 const RowKernels& reference_row_kernels(DType dtype);
-// The same passes on compiler-generic 128-bit vectors (SSE2 / NEON / scalar fallback).
-const RowKernels& portable_row_kernels(DType dtype);
+// The same passes on 128-bit vectors: SSE2 on x86-64, NEON on aarch64 (kernels_vec128.cpp).
+const RowKernels& vec128_row_kernels(DType dtype);
+// The same passes on AVX2 (kernels_avx2.cpp; x86-64 builds only).
+const RowKernels& avx2_row_kernels(DType dtype);
 
 }  // namespace spec_edge

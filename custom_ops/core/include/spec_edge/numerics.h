@@ -2,7 +2,8 @@
 //
 // All paths (scalar, NEON, AVX2, CUDA) must compute exactly these operations in exactly this
 // order, with no FMA contraction (the core builds with -ffp-contract=off), so that the same
-// inputs and seed give the same tokens everywhere.
+// inputs and seed give the same tokens everywhere. Functions are static: translation units
+// compiled for different ISAs keep their own copies.
 #pragma once
 
 #include <cmath>
@@ -19,7 +20,7 @@ namespace spec_edge {
 constexpr int64_t kBlock = 64;
 
 // Sum of one block s[0..kBlock) by the halving fold; `s` is left unchanged.
-inline float fold_block(const float* s) {
+static inline float fold_block(const float* s) {
   float t[kBlock / 2];
   for (int64_t j = 0; j < kBlock / 2; ++j) t[j] = s[j] + s[j + kBlock / 2];
   for (int64_t h = kBlock / 4; h >= 1; h /= 2)
@@ -30,7 +31,7 @@ inline float fold_block(const float* s) {
 // e^d for d <= 0 (d may be -inf): n = rint(d / ln 2) by the 1.5 * 2^23 rounding trick (two
 // float adds, the same on every ISA), Cody-Waite reduction, a degree-6 polynomial. Relative
 // error below 2e-7; exactly 0 below -87. Branch-free, so it vectorizes.
-inline float exp_nonpositive(float d) {
+static inline float exp_nonpositive(float d) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
   const float x = d >= -87.0f ? d : -87.0f;
   const float n = (x * 1.44269504088896341f + kRound) - kRound;

@@ -55,12 +55,13 @@ struct VerifyResult {
 };
 
 // ---- element conversion (exact) ------------------------------------------------------------
-inline float bits_to_float(uint32_t u) {
+// static: every translation unit (each compiled for its own ISA) keeps its own copy.
+static inline float bits_to_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-inline uint32_t float_to_bits(float f) {
+static inline uint32_t float_to_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
@@ -69,9 +70,9 @@ inline uint32_t float_to_bits(float f) {
 struct Half { uint16_t bits; };
 struct BFloat16 { uint16_t bits; };
 
-inline float to_float(float x) { return x; }
-inline float to_float(BFloat16 x) { return bits_to_float(static_cast<uint32_t>(x.bits) << 16); }
-inline float to_float(Half x) {
+static inline float to_float(float x) { return x; }
+static inline float to_float(BFloat16 x) { return bits_to_float(static_cast<uint32_t>(x.bits) << 16); }
+static inline float to_float(Half x) {
   const uint32_t sign = static_cast<uint32_t>(x.bits & 0x8000u) << 16;
   uint32_t exp = (x.bits >> 10) & 0x1fu;
   uint32_t man = x.bits & 0x3ffu;

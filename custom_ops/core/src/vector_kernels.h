@@ -1,0 +1,353 @@
+// The row passes on compiler-generic vectors of W floats (GCC/Clang vector extensions).
+//
+// One source for every vector path: included by a translation unit compiled for its ISA
+// (W = 4: SSE2 on x86-64, NEON on aarch64; W = 8: AVX2). Same operations in the same order as
+// the scalar reference (numerics.h), so the same bits. Everything here has internal linkage so
+// that code compiled for one ISA is never shared with another translation unit.
+#pragma once
+
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "block_reduce.h"
+#include "row_kernels.h"
+#include "spec_edge/numerics.h"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+#if defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
+
+namespace spec_edge {
+namespace {
+
+template <int W>
+struct Vec {
+  typedef float f __attribute__((vector_size(4 * W)));
+  typedef int32_t i __attribute__((vector_size(4 * W)));
+  typedef uint32_t u __attribute__((vector_size(4 * W)));
+  typedef uint16_t h __attribute__((vector_size(2 * W)));
+};
+
+constexpr float kInfinity = std::numeric_limits<float>::infinity();
+
+template <int W>
+struct VectorKernels {
+  using F = typename Vec<W>::f;
+  using I = typename Vec<W>::i;
+  using U = typename Vec<W>::u;
+  static constexpr int kVecs = static_cast<int>(kBlock) / W;  // vectors per block
+  using Block = F[kVecs];
+
+  static F splat(float x) { return F{} + x; }
+  static F load(const float* p) {
+    F v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  // Vector casts between same-size vector types reinterpret the bits (GCC/Clang semantics).
+  static F select(I mask, F a, F b) { return (F)((mask & (I)a) | (~mask & (I)b)); }
+  static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+  // exp_nonpositive of numerics.h, lane-wise.
+  static F exp(F d) {
+    const F lo = splat(-87.0f), round = splat(12582912.0f);
+    const I in_range = d >= lo;
+    const F x = select(in_range, d, lo);
+    const F n = (x * splat(1.44269504088896341f) + round) - round;
+    F r = x - n * splat(0.693359375f);
+    r = r - n * splat(-2.12194440e-4f);
+    F p = splat(1.9875691500e-4f);
+    p = p * r + splat(1.3981999507e-3f);
+    p = p * r + splat(8.3334519073e-3f);
+    p = p * r + splat(4.1665795894e-2f);
+    p = p * r + splat(1.6666665459e-1f);
+    p = p * r + splat(5.0000001201e-1f);
+    p = p * (r * r) + r;
+    p = p + splat(1.0f);
+    const I bits = (__builtin_convertvector(n, I) + 127) << 23;
+    return select(in_range, p * (F)bits, splat(0.0f));
+  }
+
+  // The halving fold of numerics.h: vector k holds elements W*k .. W*k+W-1, so folding vector
+  // k with vector k + half adds element j to element j + 32, then j + 16, ...; the last
+  // vector's lanes are folded the same way.
+  static float fold(const F* s) {
+    F t[kVecs];
+    for (int k = 0; k < kVecs; ++k) t[k] = s[k];
+    for (int h = kVecs / 2; h >= 1; h /= 2)
+      for (int k = 0; k < h; ++k) t[k] = t[k] + t[k + h];
+    float lanes[W];
+    std::memcpy(lanes, &t[0], sizeof lanes);
+    for (int h = W / 2; h >= 1; h /= 2)
+      for (int j = 0; j < h; ++j) lanes[j] = lanes[j] + lanes[j + h];
+    return lanes[0];
+  }
+
+  // W consecutive elements as floats (exact conversions).
+  template <class T>
+  static F load_elems(const T* x) {
+    if constexpr (std::is_same_v<T, float>) {
+      return load(x);
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      typename Vec<W>::h b;
+      std::memcpy(&b, x, sizeof b);
+      return (F)(__builtin_convertvector(b, U) << 16);
+    } else {
+#if defined(__F16C__)
+      if constexpr (W == 8) {
+        return (F)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
+      }
+#endif
+#if defined(__ARM_NEON)
+      if constexpr (W == 4) {
+        uint16x4_t bits;
+        std::memcpy(&bits, x, sizeof bits);
+        return (F)vcvt_f32_f16(vreinterpret_f16_u16(bits));
+      }
+#endif
+      float buf[W];
+      for (int l = 0; l < W; ++l) buf[l] = to_float(x[l]);
+      return load(buf);
+    }
+  }
+
+  // A block's values as float vectors, zero-padded past m.
+  template <class T>
+  static void load_block(const T* x, int64_t m, F* s) {
+    if (m == kBlock) {
+      for (int k = 0; k < kVecs; ++k) s[k] = load_elems(x + W * k);
+      return;
+    }
+    alignas(64) float buf[kBlock];
+    for (int64_t j = 0; j < m; ++j) buf[j] = to_float(x[j]);
+    for (int64_t j = m; j < kBlock; ++j) buf[j] = 0.0f;
+    for (int k = 0; k < kVecs; ++k) s[k] = load(buf + W * k);
+  }
+
+  // Zeroes lanes past m (for maps whose value at a padding 0 is not 0, e.g. exp).
+  static void clear_tail(F* s, int64_t m) {
+    if (m == kBlock) return;
+    alignas(64) float buf[kBlock];
+    std::memcpy(buf, s, sizeof buf);
+    for (int64_t j = m; j < kBlock; ++j) buf[j] = 0.0f;
+    std::memcpy(s, buf, sizeof buf);
+  }
+
+  template <class Fill>
+  static double mass(int64_t n, const Fill& fill) {
+    return block_mass<Block>(n, fill, fold);
+  }
+  template <class Fill>
+  static int64_t scan(int64_t n, const Fill& fill, double target) {
+    return block_scan<Block>(n, fill, fold, target);
+  }
+
+  template <class T>
+  struct Row {
+    static const T* row(const void* x) { return static_cast<const T*>(x); }
+    static float load_one(const void* x, int64_t j) { return to_float(row(x)[j]); }
+
+    struct MaxScan {
+      float max;
+      bool nan, pos_inf;
+    };
+    // Four independent accumulators per block, so the loop is not latency-bound.
+    static MaxScan max_scan(const T* x, int64_t n) {
+      F m[4] = {splat(-kInfinity), splat(-kInfinity), splat(-kInfinity), splat(-kInfinity)};
+      I nan = {}, inf = {};
+      F s[kVecs];
+      int64_t base = 0;
+      for (; base + kBlock <= n; base += kBlock) {
+        load_block(x + base, kBlock, s);
+        for (int k = 0; k < kVecs; ++k) {
+          const F v = s[k];
+          m[k & 3] = select(v > m[k & 3], v, m[k & 3]);
+          nan |= v != v;
+          inf |= v == splat(kInfinity);
+        }
+      }
+      MaxScan r{-kInfinity, false, false};
+      for (int k = 0; k < 4; ++k)
+        for (int l = 0; l < W; ++l) r.max = m[k][l] > r.max ? m[k][l] : r.max;
+      for (int l = 0; l < W; ++l) {
+        r.nan |= nan[l] != 0;
+        r.pos_inf |= inf[l] != 0;
+      }
+      for (int64_t j = base; j < n; ++j) {
+        const float v = to_float(x[j]);
+        r.max = v > r.max ? v : r.max;
+        r.nan |= v != v;
+        r.pos_inf |= v == kInfinity;
+      }
+      return r;
+    }
+
+    static ArgmaxResult argmax(const void* xv, int64_t n) {
+      const T* x = row(xv);
+      const MaxScan s = max_scan(x, n);
+      ArgmaxResult r;
+      if (s.nan) {
+        for (int64_t j = 0; j < n; ++j)
+          if (to_float(x[j]) != to_float(x[j])) {
+            r.nan_at = j;
+            return r;
+          }
+      }
+      // First index equal to the maximum: whole blocks tested with vectors, then element-wise.
+      r.index = 0;
+      const F mx = splat(s.max);
+      F b[kVecs];
+      int64_t base = 0;
+      for (; base + kBlock <= n; base += kBlock) {
+        load_block(x + base, kBlock, b);
+        I hit = {};
+        for (int k = 0; k < kVecs; ++k) hit |= b[k] == mx;
+        int any = 0;
+        for (int l = 0; l < W; ++l) any |= hit[l];
+        if (any != 0) break;
+      }
+      for (int64_t j = base; j < n; ++j)
+        if (to_float(x[j]) == s.max) {
+          r.index = j;
+          break;
+        }
+      return r;
+    }
+
+    static MaxResult logit_max(const void* xv, int64_t n) {
+      const MaxScan s = max_scan(row(xv), n);
+      return MaxResult{s.max, !(s.nan || s.pos_inf)};
+    }
+
+    static void exclude_lane(F* s, int64_t base, int64_t m, int64_t exclude) {
+      if (exclude >= base && exclude < base + m) {
+        const int64_t j = exclude - base;
+        s[j / W][j % W] = 0.0f;
+      }
+    }
+
+    // A NaN or +inf makes the mass non-finite; a negative value sets a sign bit. Either marks
+    // the row for the caller's exact check.
+    static MassResult prob_mass(const void* xv, int64_t n, int64_t exclude) {
+      const T* x = row(xv);
+      U signs = {};
+      const double total = mass(n, [&](int64_t base, int64_t m, F* s) {
+        load_block(x + base, m, s);
+        for (int k = 0; k < kVecs; ++k) signs |= (U)s[k];
+        exclude_lane(s, base, m, exclude);
+      });
+      uint32_t any = 0;
+      for (int l = 0; l < W; ++l) any |= signs[l];
+      return MassResult{total, (any >> 31) == 0 && total <= std::numeric_limits<double>::max()};
+    }
+
+    static int64_t prob_scan(const void* xv, int64_t n, int64_t exclude, double target) {
+      const T* x = row(xv);
+      return scan(
+          n,
+          [&](int64_t base, int64_t m, F* s) {
+            load_block(x + base, m, s);
+            exclude_lane(s, base, m, exclude);
+          },
+          target);
+    }
+
+    static void fill_exp(const T* x, ExpMap e, int64_t base, int64_t m, F* s) {
+      load_block(x + base, m, s);
+      const F xmax = splat(e.xmax), inv_temp = splat(e.inv_temp);
+      for (int k = 0; k < kVecs; ++k) s[k] = exp((s[k] - xmax) * inv_temp);
+      clear_tail(s, m);
+    }
+
+    static double exp_mass(const void* xv, int64_t n, ExpMap e) {
+      const T* x = row(xv);
+      return mass(n, [&](int64_t base, int64_t m, F* s) { fill_exp(x, e, base, m, s); });
+    }
+
+    static int64_t exp_scan(const void* xv, int64_t n, ExpMap e, double target) {
+      const T* x = row(xv);
+      return scan(
+          n, [&](int64_t base, int64_t m, F* s) { fill_exp(x, e, base, m, s); }, target);
+    }
+
+    static void residual(F* s, const F* t, float a, float b) {
+      const F va = splat(a), vb = splat(b), zero = splat(0.0f);
+      for (int k = 0; k < kVecs; ++k) {
+        const F d = s[k] * va - t[k] * vb;
+        s[k] = select(d > zero, d, zero);
+      }
+    }
+
+    static void fill_prob_residual(const T* p, const T* q, float a, float b, int64_t base,
+                                   int64_t m, F* s) {
+      F t[kVecs];
+      load_block(p + base, m, s);
+      load_block(q + base, m, t);
+      residual(s, t, a, b);
+    }
+
+    static double prob_residual_mass(const void* pv, const void* qv, int64_t n, float a,
+                                     float b) {
+      const T *p = row(pv), *q = row(qv);
+      return mass(n, [&](int64_t base, int64_t m, F* s) {
+        fill_prob_residual(p, q, a, b, base, m, s);
+      });
+    }
+
+    static int64_t prob_residual_scan(const void* pv, const void* qv, int64_t n, float a,
+                                      float b, double target) {
+      const T *p = row(pv), *q = row(qv);
+      return scan(
+          n, [&](int64_t base, int64_t m, F* s) { fill_prob_residual(p, q, a, b, base, m, s); },
+          target);
+    }
+
+    static void fill_exp_residual(const T* p, const T* q, ExpMap mp, ExpMap mq, float a,
+                                  float b, int64_t base, int64_t m, F* s) {
+      F t[kVecs];
+      fill_exp(p, mp, base, m, s);
+      fill_exp(q, mq, base, m, t);
+      residual(s, t, a, b);
+    }
+
+    static double exp_residual_mass(const void* pv, const void* qv, int64_t n, ExpMap mp,
+                                    ExpMap mq, float a, float b) {
+      const T *p = row(pv), *q = row(qv);
+      return mass(n, [&](int64_t base, int64_t m, F* s) {
+        fill_exp_residual(p, q, mp, mq, a, b, base, m, s);
+      });
+    }
+
+    static int64_t exp_residual_scan(const void* pv, const void* qv, int64_t n, ExpMap mp,
+                                     ExpMap mq, float a, float b, double target) {
+      const T *p = row(pv), *q = row(qv);
+      return scan(
+          n,
+          [&](int64_t base, int64_t m, F* s) { fill_exp_residual(p, q, mp, mq, a, b, base, m, s); },
+          target);
+    }
+
+    static RowKernels table() {
+      return RowKernels{argmax,        prob_mass,          prob_scan,          logit_max,
+                        exp_mass,      exp_scan,           prob_residual_mass, prob_residual_scan,
+                        exp_residual_mass, exp_residual_scan, load_one};
+    }
+  };
+
+  static const RowKernels& get(DType dtype) {
+    static const RowKernels f32 = Row<float>::table(), f16 = Row<Half>::table(),
+                            bf16 = Row<BFloat16>::table();
+    switch (dtype) {
+      case DType::kFloat16: return f16;
+      case DType::kBFloat16: return bf16;
+      default: return f32;
+    }
+  }
+};
+
+}  // namespace
+}  // namespace spec_edge

@@ -1,0 +1,205 @@
+// Writes the results of a fixed set of op cases, after checking that every CPU path of this
+// build agrees on each. Run on x86-64 and (under qemu) on aarch64: the two outputs must be
+// identical files, i.e. the same tokens and the same masses on every ISA.
+// Usage: spec_edge_cross_isa_vectors > vectors.txt
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "row_kernels.h"
+#include "spec_edge/dispatch.h"
+#include "spec_edge/ops.h"
+#include "spec_edge/philox.h"
+
+using namespace spec_edge;
+
+namespace {
+
+// Platform-independent data: Philox draws mapped by explicit arithmetic.
+struct Draws {
+  uint64_t seed, n = 0;
+  double next() { return philox_uniform(seed, 0, 0, n++); }
+};
+
+uint16_t half_bits(float f) {  // float -> IEEE half, round to nearest even (finite inputs)
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  int32_t e = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t m = x & 0x7fffffu;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (e <= 0) {
+    if (e < -10) return static_cast<uint16_t>(sign);
+    m |= 0x800000u;
+    const int shift = 14 - e;
+    uint32_t h = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  uint32_t h = (static_cast<uint32_t>(e) << 10) | (m >> 13);
+  const uint32_t rem = m & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+struct Scores {
+  std::vector<float> f32;
+  std::vector<uint16_t> low;
+  DType dtype;
+  void assign(const std::vector<float>& v, DType d) {
+    dtype = d;
+    f32 = v;
+    low.resize(v.size());
+    for (size_t j = 0; j < v.size(); ++j) {
+      uint32_t b;
+      std::memcpy(&b, &v[j], 4);
+      low[j] = d == DType::kFloat16 ? half_bits(v[j]) : static_cast<uint16_t>(b >> 16);
+    }
+  }
+  Rows rows(int64_t batch, int64_t nrows, int64_t vocab) const {
+    Rows r;
+    r.data = dtype == DType::kFloat32 ? static_cast<const void*>(f32.data()) : low.data();
+    r.dtype = dtype;
+    r.batch = batch;
+    r.rows = nrows;
+    r.vocab = vocab;
+    r.row_stride = vocab;
+    r.batch_stride = nrows * vocab;
+    return r;
+  }
+};
+
+std::vector<std::string> paths() {
+  std::vector<std::string> out;
+  std::string all = available_isas();
+  for (size_t start = 0;;) {
+    const size_t comma = all.find(',', start);
+    out.push_back(all.substr(start, comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+// Runs `op` on every path; returns the scalar result, or exits when a path disagrees.
+template <class Op>
+std::string on_every_path(const char* what, Op op) {
+  std::string first, first_isa;
+  for (const std::string& isa : paths()) {
+    if (!select_isa(isa.c_str()).is_ok()) continue;
+    const std::string got = op();
+    if (first_isa.empty()) {
+      first = got;
+      first_isa = isa;
+    } else if (got != first) {
+      std::fprintf(stderr, "%s: path %s gives '%s', %s gives '%s'\n", what, isa.c_str(),
+                   got.c_str(), first_isa.c_str(), first.c_str());
+      std::exit(1);
+    }
+  }
+  return first;
+}
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, f);
+  std::vsnprintf(buf, sizeof buf, f, args);
+  va_end(args);
+  return buf;
+}
+
+}  // namespace
+
+int main() {
+  const int64_t sizes[] = {1, 3, 8, 17, 63, 64, 65, 129, 1000, 4099};
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+  int cases = 0;
+  for (int64_t V : sizes) {
+    for (DType dtype : dtypes) {
+      for (uint64_t seed = 1; seed <= 3; ++seed, ++cases) {
+        const int64_t B = 4, K = 3;
+        Draws d{seed * 1000003 + static_cast<uint64_t>(V) * 7 + static_cast<uint64_t>(dtype)};
+        std::vector<float> logits(B * (K + 1) * V), draft(B * K * V), probs, dprobs;
+        for (auto& x : logits) x = static_cast<float>(8.0 * d.next() - 4.0);
+        for (size_t j = 0; j < draft.size(); ++j)
+          draft[j] = logits[(j / (K * V)) * (K + 1) * V + j % (K * V)] + static_cast<float>(d.next() - 0.5);
+        for (float x : logits) probs.push_back(x > 0 ? x : 0.0f);
+        for (float x : draft) dprobs.push_back(x > 0 ? x + 0.01f : 0.01f);
+        for (int64_t b = 0; b < B; ++b) probs[(b * (K + 1) + K) * V] += 0.5f;  // a positive bonus row
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < K; ++i) probs[(b * (K + 1) + i) * V] += 0.5f;
+        Scores tl, dl, tp, dp;
+        tl.assign(logits, dtype);
+        dl.assign(draft, dtype);
+        tp.assign(probs, dtype);
+        dp.assign(dprobs, dtype);
+        std::vector<int64_t> tokens(B * K), num_draft(B);
+        for (auto& t : tokens) t = static_cast<int64_t>(d.next() * V) % V;
+        for (auto& n : num_draft) n = static_cast<int64_t>(d.next() * (K + 1)) % (K + 1);
+        std::vector<double> u(B * (K + 1));
+        for (auto& x : u) x = d.next();
+        const Tokens t{tokens.data(), B, K, K, 1};
+        const Uniforms uv{u.data(), DType::kFloat64, B, K + 1, K + 1, 1};
+        const std::string tag = fmt("V=%" PRId64 " dtype=%s seed=%" PRIu64, V, dtype_name(dtype), seed);
+
+        auto pair_list = [&](const int64_t* n, const int64_t* next) {
+          std::string s;
+          for (int64_t b = 0; b < B; ++b) s += fmt(" %" PRId64 ":%" PRId64, n[b], next[b]);
+          return s;
+        };
+        std::printf("%s verify_greedy%s\n", tag.c_str(), on_every_path("verify_greedy", [&] {
+          int64_t n[4], next[4];
+          const Status s = verify_greedy(tl.rows(B, K + 1, V), t, {n, next});
+          return s.is_ok() ? pair_list(n, next) : std::string(s.message());
+        }).c_str());
+        std::printf("%s accept%s\n", tag.c_str(), on_every_path("accept", [&] {
+          int64_t n[4], next[4];
+          const Rows q = dp.rows(B, K, V);
+          const Status s = accept(tp.rows(B, K + 1, V), &q, t, uv, {n, next});
+          return s.is_ok() ? pair_list(n, next) : std::string(s.message());
+        }).c_str());
+        std::printf("%s accept_draft_free%s\n", tag.c_str(), on_every_path("accept_draft_free", [&] {
+          int64_t n[4], next[4];
+          const Status s = accept(tp.rows(B, K + 1, V), nullptr, t, uv, {n, next});
+          return s.is_ok() ? pair_list(n, next) : std::string(s.message());
+        }).c_str());
+        for (float T : {0.0f, 0.6f, 1.0f, 1.7f}) {
+          std::printf("%s verify T=%g%s\n", tag.c_str(), T, on_every_path("verify", [&] {
+            const int64_t seed_v = static_cast<int64_t>(seed), offset = 11;
+            VerifyParams params;
+            params.temperature = {&T, 1};
+            params.seed = {&seed_v, 1};
+            params.offset = {&offset, 1};
+            params.num_draft = num_draft.data();
+            std::vector<int64_t> len(B), out(B * (K + 1));
+            const Status s = verify(tl.rows(B, K + 1, V), dl.rows(B, K, V), t, params,
+                                    {len.data(), out.data(), K + 1});
+            if (!s.is_ok()) return std::string(s.message());
+            std::string r;
+            for (int64_t v : out) r += fmt(" %" PRId64, v);
+            return r;
+          }).c_str());
+        }
+        // Masses in hex: the bits, not just the tokens.
+        std::printf("%s masses%s\n", tag.c_str(), on_every_path("masses", [&] {
+          const RowKernels& k = row_kernels(dtype);
+          const Rows r = tp.rows(B, K + 1, V), l = tl.rows(B, K + 1, V);
+          const size_t elem = dtype == DType::kFloat32 ? 4 : 2;
+          const char* p = static_cast<const char*>(r.data);
+          const char* x = static_cast<const char*>(l.data);
+          const MaxResult mx = k.logit_max(x, V);
+          return fmt(" %a %a %a", k.prob_mass(p, V, -1).mass, k.prob_mass(p + elem * V, V, 0).mass,
+                     k.exp_mass(x, V, ExpMap{mx.max, 1.0f / 0.7f}));
+        }).c_str());
+      }
+    }
+  }
+  std::fprintf(stderr, "%d cases, paths: %s, all paths agree\n", cases, available_isas());
+  return 0;
+}

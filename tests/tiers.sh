@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The C++ test tiers beyond the native build: sanitizers, aarch64 under qemu, the fuzzer.
+# Each tier runs when its tools are present and says clearly when it skips; with CI set, a
+# missing tool is a failure, not a skip.
+# Usage: tests/tiers.sh sanitize|aarch64|fuzz
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tier=$1
+
+need() {  # need TOOL... : all present, or skip (fail in CI)
+  for tool in "$@"; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      if [ -n "${CI:-}" ]; then
+        echo "FAILED $tier tier: '$tool' is missing (CI installs it through .ci/run)" >&2
+        exit 1
+      fi
+      echo "SKIPPED $tier tier: '$tool' is not installed (see .ci/run for the packages)"
+      exit 0
+    fi
+  done
+}
+
+case "$tier" in
+  sanitize)  # ASan + UBSan over the C++ tests, natively
+    cmake --preset sanitize >/dev/null
+    cmake --build --preset sanitize
+    ctest --preset sanitize
+    ;;
+  aarch64)  # cross-built core and tests under qemu, two CPU models; same results as x86-64
+    need aarch64-linux-gnu-g++ qemu-aarch64
+    cmake --preset linux-aarch64 >/dev/null
+    cmake --build --preset linux-aarch64
+    native=build/cmake/tests/cpp/spec_edge_cross_isa_vectors
+    [ -x "$native" ] || { echo "build the native tests first (make build)" >&2; exit 1; }
+    "$native" > build/aarch64/vectors-x86_64.txt
+    for cpu in cortex-a72 cortex-a76; do
+      echo "== aarch64 under qemu, QEMU_CPU=$cpu"
+      QEMU_CPU=$cpu ctest --preset linux-aarch64
+      QEMU_CPU=$cpu qemu-aarch64 -L /usr/aarch64-linux-gnu build/aarch64/tests/cpp/spec_edge_cross_isa_vectors \
+        > "build/aarch64/vectors-$cpu.txt"
+      if ! cmp -s build/aarch64/vectors-x86_64.txt "build/aarch64/vectors-$cpu.txt"; then
+        echo "FAILED: aarch64 ($cpu) results differ from x86-64:" >&2
+        diff build/aarch64/vectors-x86_64.txt "build/aarch64/vectors-$cpu.txt" | head -20 >&2
+        exit 1
+      fi
+      echo "cross-ISA vectors: aarch64 ($cpu) identical to x86-64 ($(wc -l < build/aarch64/vectors-x86_64.txt) results)"
+    done
+    echo "== aarch64 ASan + UBSan under qemu"
+    cmake --preset linux-aarch64-sanitize >/dev/null
+    cmake --build --preset linux-aarch64-sanitize
+    QEMU_CPU=cortex-a72 ctest --preset linux-aarch64-sanitize
+    ;;
+  fuzz)  # coverage-guided fuzzing of the core's entry points for a bounded time
+    need clang++
+    if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { return 0; }' |
+        clang++ -x c++ -fsanitize=fuzzer - -o /dev/null 2>/dev/null; then
+      need libFuzzer-runtime  # clang without libclang-rt-*-dev
+    fi
+    cmake --preset fuzz >/dev/null
+    cmake --build --preset fuzz
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    mkdir "$work/corpus"  # new inputs land here; the kept corpus is only read
+    set +e
+    build/fuzz/tests/fuzz/spec_edge_fuzz_ops -max_total_time="${FUZZ_SECONDS:-30}" -max_len=4096 \
+      -artifact_prefix=build/fuzz/ -print_final_stats=1 "$work/corpus" tests/fuzz/corpus > "$work/log" 2>&1
+    status=$?
+    set -e
+    grep -E "^(Done|stat::number_of_executed_units|==[0-9]+==|SUMMARY)" "$work/log" || true
+    [ "$status" -eq 0 ] || { tail -30 "$work/log" >&2; echo "FAILED: the fuzzer found a crash (see build/fuzz/crash-*)" >&2; exit 1; }
+    echo "fuzz: zero findings"
+    ;;
+  *) echo "usage: $0 sanitize|aarch64|fuzz" >&2; exit 2 ;;
+esac
