@@ -1,10 +1,12 @@
-// The core ops on every ISA path, without any framework around them, next to a bytes-read
-// bound (a vectorized sum over the bytes the op must read), single thread, one process.
-// Usage: spec_edge_bench_core [--markdown]
+// The core ops on every CPU path, without any framework around them, next to a bytes-read
+// bound (a vectorized sum over the bytes the op must read), single thread, one process; in a
+// cache-resident setting (the same inputs every call) and a DRAM-resident one (a pool of
+// input copies four times the size of a 32 MiB last-level cache, visited in turn).
+// Usage: spec_edge_bench_core            (a Raspberry Pi owner runs the aarch64 build as is)
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -16,6 +18,8 @@
 using namespace spec_edge;
 
 namespace {
+
+constexpr size_t kPoolBytes = size_t{128} << 20;
 
 template <class F>
 double median_us(F&& fn) {
@@ -40,20 +44,32 @@ double median_us(F&& fn) {
 
 volatile float g_sink;
 
-// The bound: 8 independent float accumulators over n floats (vectorizes at -O3).
-double bound_us(const std::vector<float>& buf) {
-  return median_us([&] {
-    float acc[8] = {0};
-    const size_t n = buf.size() & ~size_t{7};
-    for (size_t j = 0; j < n; j += 8)
-      for (int l = 0; l < 8; ++l) acc[l] += buf[j + l];
-    g_sink = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
-  });
+// 8 independent float accumulators over n floats: vectorized by the compiler, with AVX2 where
+// the CPU has it (the bound must not be slower than the paths it bounds).
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) float sum_avx2(const float* x, size_t n) {
+  float acc[8] = {0};
+  for (size_t j = 0; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += x[j + l];
+  return acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+}
+#endif
+float sum_baseline(const float* x, size_t n) {
+  float acc[8] = {0};
+  for (size_t j = 0; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += x[j + l];
+  return acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+}
+float sum(const float* x, size_t n) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) return sum_avx2(x, n);
+#endif
+  return sum_baseline(x, n);
 }
 
-Rows rows_of(const std::vector<float>& d, int64_t batch, int64_t nrows, int64_t V) {
+Rows rows_of(const float* d, int64_t batch, int64_t nrows, int64_t V) {
   Rows r;
-  r.data = d.data();
+  r.data = d;
   r.batch = batch;
   r.rows = nrows;
   r.vocab = V;
@@ -62,8 +78,37 @@ Rows rows_of(const std::vector<float>& d, int64_t batch, int64_t nrows, int64_t 
   return r;
 }
 
-void row(const char* op, const char* isa, const char* shape, double us, double bound, double mb) {
-  std::printf("| %s | %s | %s | %.1f | %.1f (%.2f MB) | %.2fx |\n", op, isa, shape, us, bound, mb, us / bound);
+std::vector<std::string> paths() {
+  std::vector<std::string> out;
+  const std::string all = available_isas();
+  for (size_t start = 0;;) {
+    const size_t comma = all.find(',', start);
+    out.push_back(all.substr(start, comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+// Inputs for one shape: `copies` copies of one case laid out back to back, so that visiting
+// copy i % copies walks through memory (copies = 1: cache-resident).
+struct Pool {
+  std::vector<float> data;
+  size_t stride = 0, copies = 1;
+  const float* at(size_t i) const { return data.data() + (i % copies) * stride; }
+};
+
+Pool make_pool(const std::vector<float>& one, bool dram) {
+  Pool p;
+  p.stride = one.size();
+  p.copies = dram ? std::max<size_t>(2, kPoolBytes / (one.size() * 4)) : 1;
+  p.data.resize(p.stride * p.copies);
+  for (size_t c = 0; c < p.copies; ++c) std::copy(one.begin(), one.end(), p.data.begin() + c * p.stride);
+  return p;
+}
+
+void report(const char* op, const std::string& isa, const char* shape, bool dram, double us, double bound, double mb) {
+  std::printf("| %s | %s | %s | %s | %.1f | %.1f (%.2f MB) | %.2fx |\n", op, isa.c_str(), shape,
+              dram ? "DRAM" : "cache", us, bound, mb, us / bound);
 }
 
 }  // namespace
@@ -71,75 +116,72 @@ void row(const char* op, const char* isa, const char* shape, double us, double b
 int main() {
   std::mt19937 rng(0);
   std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::printf("| op | path | shape | us | bytes-read bound us | vs bound |\n|---|---|---|---|---|---|\n");
-  // Every path this build and CPU can run, best first.
-  std::vector<std::string> isas;
-  for (const char *p = available_isas(), *q = p;; ++q)
-    if (*q == ',' || *q == '\0') {
-      isas.emplace_back(p, q);
-      if (*q == '\0') break;
-      p = q + 1;
-    }
-  for (auto [V, K] : {std::pair<int64_t, int64_t>{32000, 4}, {128256, 5}}) {
-    // Worst case for reads: every draft token accepted (draft == target, tokens = argmax).
-    std::vector<float> p((K + 1) * V);
-    for (auto& x : p) x = std::exp(normal(rng) * 0.5f);
-    std::vector<int64_t> tokens(K);
-    for (int64_t i = 0; i < K; ++i)
-      tokens[i] = std::max_element(p.begin() + i * V, p.begin() + (i + 1) * V) - (p.begin() + i * V);
-    std::vector<float> q(p.begin(), p.begin() + K * V), both(p);
-    both.insert(both.end(), q.begin(), q.end());
-    std::vector<double> u(K + 1, 0.5);
-    Tokens t{tokens.data(), 1, K, K, 1};
-    Uniforms uv{u.data(), DType::kFloat64, 1, K + 1, K + 1, 1};
-    char shape[64];
-    std::snprintf(shape, sizeof shape, "V=%lld, K=%lld", (long long)V, (long long)K);
-    const double greedy_bound = bound_us(p), accept_bound = bound_us(both);
-    for (const std::string& name : isas) {
-      const char* isa = name.c_str();
-      if (!select_isa(isa).is_ok()) continue;
-      int64_t n, next;
-      row("verify_greedy", isa, shape,
-          median_us([&] { verify_greedy(rows_of(p, 1, K + 1, V), t, {&n, &next}); }), greedy_bound,
-          p.size() * 4e-6);
-      const Rows qr = rows_of(q, 1, K, V);
-      row("accept", isa, shape,
-          median_us([&] { accept(rows_of(p, 1, K + 1, V), &qr, t, uv, {&n, &next}); }), accept_bound,
-          both.size() * 4e-6);
-    }
-  }
-  const int64_t V = 32000, K = 4;
-  for (int64_t B : {1, 8, 64}) {
-    std::vector<float> tl(B * (K + 1) * V), dl(B * K * V), both;
-    for (auto& x : tl) x = normal(rng);
-    for (int64_t b = 0; b < B; ++b)
-      std::copy(tl.begin() + b * (K + 1) * V, tl.begin() + b * (K + 1) * V + K * V, dl.begin() + b * K * V);
-    std::vector<int64_t> tokens(B * K, 0), len(B), out(B * (K + 1));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < K; ++i) {
-        const float* r = &dl[(b * K + i) * V];
-        tokens[b * K + i] = std::max_element(r, r + V) - r;
+  std::printf("| op | path | shape | resident | us | bytes-read bound us | vs bound |\n|---|---|---|---|---|---|---|\n");
+  for (bool dram : {false, true}) {
+    for (auto [V, K] : {std::pair<int64_t, int64_t>{32000, 4}, {128256, 5}}) {
+      // Worst case for reads: every draft token accepted (draft == target, tokens = argmax).
+      // One buffer per case: target rows, then draft rows.
+      std::vector<float> one((2 * K + 1) * V);
+      for (int64_t j = 0; j < (K + 1) * V; ++j) one[j] = std::exp(normal(rng) * 0.5f);
+      std::copy(one.begin(), one.begin() + K * V, one.begin() + (K + 1) * V);
+      std::vector<int64_t> tokens(K);
+      for (int64_t i = 0; i < K; ++i)
+        tokens[i] = std::max_element(one.begin() + i * V, one.begin() + (i + 1) * V) - (one.begin() + i * V);
+      const Pool pool = make_pool(one, dram);
+      std::vector<double> u(K + 1, 0.5);
+      const Tokens t{tokens.data(), 1, K, K, 1};
+      const Uniforms uv{u.data(), DType::kFloat64, 1, K + 1, K + 1, 1};
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "V=%lld, K=%lld", (long long)V, (long long)K);
+      size_t i = 0;
+      const double greedy_bound = median_us([&] { g_sink = sum(pool.at(i++), (K + 1) * V); });
+      const double accept_bound = median_us([&] { g_sink = sum(pool.at(i++), (2 * K + 1) * V); });
+      for (const std::string& isa : paths()) {
+        if (!select_isa(isa.c_str()).is_ok()) continue;
+        int64_t n, next;
+        report("verify_greedy", isa, shape, dram,
+               median_us([&] { verify_greedy(rows_of(pool.at(i++), 1, K + 1, V), t, {&n, &next}); }),
+               greedy_bound, (K + 1) * V * 4e-6);
+        report("accept", isa, shape, dram, median_us([&] {
+                 const float* c = pool.at(i++);
+                 const Rows q = rows_of(c + (K + 1) * V, 1, K, V);
+                 accept(rows_of(c, 1, K + 1, V), &q, t, uv, {&n, &next});
+               }),
+               accept_bound, (2 * K + 1) * V * 4e-6);
       }
-    both = tl;
-    both.insert(both.end(), dl.begin(), dl.end());
-    const float temp = 1.0f;
-    const int64_t seed = 1, offset = 0;
-    VerifyParams params;
-    params.temperature = {&temp, 1};
-    params.seed = {&seed, 1};
-    params.offset = {&offset, 1};
-    char shape[64];
-    std::snprintf(shape, sizeof shape, "B=%lld, V=%lld, K=%lld, T=1", (long long)B, (long long)V, (long long)K);
-    const double b_us = bound_us(both);
-    for (const std::string& name : isas) {
-      const char* isa = name.c_str();
-      if (!select_isa(isa).is_ok()) continue;
-      row("verify", isa, shape,
-          median_us([&] {
-            verify(rows_of(tl, B, K + 1, V), rows_of(dl, B, K, V), Tokens{tokens.data(), B, K, K, 1},
-                   params, {len.data(), out.data(), K + 1});
-          }),
-          b_us, both.size() * 4e-6);
+    }
+    const int64_t V = 32000, K = 4;
+    for (int64_t B : {1, 8, 64}) {
+      std::vector<float> one(B * (2 * K + 1) * V);  // target logits [B, K+1, V], then draft [B, K, V]
+      float* tl = one.data();
+      float* dl = one.data() + B * (K + 1) * V;
+      for (int64_t j = 0; j < B * (K + 1) * V; ++j) tl[j] = normal(rng);
+      std::vector<int64_t> tokens(B * K), len(B), out(B * (K + 1));
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t k = 0; k < K; ++k) {
+          std::copy(tl + (b * (K + 1) + k) * V, tl + (b * (K + 1) + k + 1) * V, dl + (b * K + k) * V);
+          tokens[b * K + k] = std::max_element(dl + (b * K + k) * V, dl + (b * K + k + 1) * V) - (dl + (b * K + k) * V);
+        }
+      const Pool pool = make_pool(one, dram);
+      const float temp = 1.0f;
+      const int64_t seed = 1, offset = 0;
+      VerifyParams params;
+      params.temperature = {&temp, 1};
+      params.seed = {&seed, 1};
+      params.offset = {&offset, 1};
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "B=%lld, V=%lld, K=%lld, T=1", (long long)B, (long long)V, (long long)K);
+      size_t i = 0;
+      const double bound = median_us([&] { g_sink = sum(pool.at(i++), one.size()); });
+      for (const std::string& isa : paths()) {
+        if (!select_isa(isa.c_str()).is_ok()) continue;
+        report("verify", isa, shape, dram, median_us([&] {
+                 const float* c = pool.at(i++);
+                 verify(rows_of(c, B, K + 1, V), rows_of(c + B * (K + 1) * V, B, K, V),
+                        Tokens{tokens.data(), B, K, K, 1}, params, {len.data(), out.data(), K + 1});
+               }),
+               bound, one.size() * 4e-6);
+      }
     }
   }
   return 0;

@@ -19,7 +19,7 @@ struct ExpMap {
 };
 
 struct ArgmaxResult {
-  int64_t index = -1;     // first index of the maximum
+  int64_t index = -1;     // first index of the maximum; -1 when the row holds a NaN
   int64_t nan_at = -1;    // first NaN index, or -1
 };
 struct MassResult {
