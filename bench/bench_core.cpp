@@ -78,17 +78,6 @@ Rows rows_of(const float* d, int64_t batch, int64_t nrows, int64_t V) {
   return r;
 }
 
-std::vector<std::string> paths() {
-  std::vector<std::string> out;
-  const std::string all = available_isas();
-  for (size_t start = 0;;) {
-    const size_t comma = all.find(',', start);
-    out.push_back(all.substr(start, comma - start));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
-
 // Inputs for one shape: `copies` copies of one case laid out back to back, so that visiting
 // copy i % copies walks through memory (copies = 1: cache-resident).
 struct Pool {
@@ -106,8 +95,8 @@ Pool make_pool(const std::vector<float>& one, bool dram) {
   return p;
 }
 
-void report(const char* op, const std::string& isa, const char* shape, bool dram, double us, double bound, double mb) {
-  std::printf("| %s | %s | %s | %s | %.1f | %.1f (%.2f MB) | %.2fx |\n", op, isa.c_str(), shape,
+void report(const char* op, const char* isa, const char* shape, bool dram, double us, double bound, double mb) {
+  std::printf("| %s | %s | %s | %s | %.1f | %.1f (%.2f MB) | %.2fx |\n", op, isa, shape,
               dram ? "DRAM" : "cache", us, bound, mb, us / bound);
 }
 
@@ -136,13 +125,13 @@ int main() {
       size_t i = 0;
       const double greedy_bound = median_us([&] { g_sink = sum(pool.at(i++), (K + 1) * V); });
       const double accept_bound = median_us([&] { g_sink = sum(pool.at(i++), (2 * K + 1) * V); });
-      for (const std::string& isa : paths()) {
-        if (!select_isa(isa.c_str()).is_ok()) continue;
+      for (const char* const* isa = available_isa_list(); *isa; ++isa) {
+        if (!select_isa(*isa).is_ok()) continue;
         int64_t n, next;
-        report("verify_greedy", isa, shape, dram,
+        report("verify_greedy", *isa, shape, dram,
                median_us([&] { verify_greedy(rows_of(pool.at(i++), 1, K + 1, V), t, {&n, &next}); }),
                greedy_bound, (K + 1) * V * 4e-6);
-        report("accept", isa, shape, dram, median_us([&] {
+        report("accept", *isa, shape, dram, median_us([&] {
                  const float* c = pool.at(i++);
                  const Rows q = rows_of(c + (K + 1) * V, 1, K, V);
                  accept(rows_of(c, 1, K + 1, V), &q, t, uv, {&n, &next});
@@ -173,9 +162,9 @@ int main() {
       std::snprintf(shape, sizeof shape, "B=%lld, V=%lld, K=%lld, T=1", (long long)B, (long long)V, (long long)K);
       size_t i = 0;
       const double bound = median_us([&] { g_sink = sum(pool.at(i++), one.size()); });
-      for (const std::string& isa : paths()) {
-        if (!select_isa(isa.c_str()).is_ok()) continue;
-        report("verify", isa, shape, dram, median_us([&] {
+      for (const char* const* isa = available_isa_list(); *isa; ++isa) {
+        if (!select_isa(*isa).is_ok()) continue;
+        report("verify", *isa, shape, dram, median_us([&] {
                  const float* c = pool.at(i++);
                  verify(rows_of(c, B, K + 1, V), rows_of(c + B * (K + 1) * V, B, K, V),
                         Tokens{tokens.data(), B, K, K, 1}, params, {len.data(), out.data(), K + 1});

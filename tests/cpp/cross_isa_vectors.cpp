@@ -74,23 +74,13 @@ struct Scores {
   }
 };
 
-std::vector<std::string> paths() {
-  std::vector<std::string> out;
-  std::string all = available_isas();
-  for (size_t start = 0;;) {
-    const size_t comma = all.find(',', start);
-    out.push_back(all.substr(start, comma - start));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
-
 // Runs `op` on every path; returns the scalar result, or exits when a path disagrees.
 template <class Op>
 std::string on_every_path(const char* what, Op op) {
   std::string first, first_isa;
-  for (const std::string& isa : paths()) {
-    if (!select_isa(isa.c_str()).is_ok()) continue;
+  for (const char* const* name = available_isa_list(); *name; ++name) {
+    const std::string isa = *name;
+    if (!select_isa(*name).is_ok()) continue;
     const std::string got = op();
     if (first_isa.empty()) {
       first = got;

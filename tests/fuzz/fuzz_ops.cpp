@@ -36,20 +36,6 @@ struct Reader {
   }
 };
 
-const std::vector<std::string>& paths() {
-  static const std::vector<std::string> list = [] {
-    std::vector<std::string> out;
-    const std::string all = available_isas();
-    for (size_t start = 0;;) {
-      const size_t comma = all.find(',', start);
-      out.push_back(all.substr(start, comma - start));
-      if (comma == std::string::npos) return out;
-      start = comma + 1;
-    }
-  }();
-  return list;
-}
-
 struct Storage {
   std::vector<uint8_t> bytes;  // element storage for any dtype
   Rows rows;
@@ -106,8 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Uniforms uv{u.data(), DType::kFloat64, B, K + 1, K + 1, 1};
 
   std::string first;
-  for (const std::string& isa : paths()) {
-    if (!select_isa(isa.c_str()).is_ok()) continue;
+  for (const char* const* isa = available_isa_list(); *isa; ++isa) {
+    if (!select_isa(*isa).is_ok()) continue;
     std::vector<int64_t> n(B + 1, -9), next(B + 1, -9);
     std::fill(out.begin(), out.end(), -9);
     Status s;

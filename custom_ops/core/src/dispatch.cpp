@@ -102,6 +102,17 @@ const char* available_isas() {
   return names;
 }
 
+const char* const* available_isa_list() {
+  static const char* names[sizeof(kIsas) / sizeof(kIsas[0]) + 1] = {nullptr};
+  if (names[0] == nullptr) {
+    int n = 0;
+    for (const IsaInfo& info : kIsas)
+      if (info.available()) names[n++] = info.name;
+    names[n] = nullptr;
+  }
+  return names;
+}
+
 Status select_isa(const char* name) {
   for (const IsaInfo& info : kIsas) {
     if (name != nullptr && std::strcmp(info.name, name) == 0) {

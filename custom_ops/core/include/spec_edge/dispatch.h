@@ -9,8 +9,10 @@ namespace spec_edge {
 
 // Name of the active path: "scalar", "avx2" or "neon".
 const char* active_isa();
-// Paths this build and CPU can run, comma-separated, e.g. "avx2,scalar".
+// Paths this build and CPU can run, comma-separated, best first, e.g. "avx2,sse2,scalar".
 const char* available_isas();
+// The same as a null-terminated array of names.
+const char* const* available_isa_list();
 // Forces a path by name for the rest of the process (tests, benchmarks).
 Status select_isa(const char* name);
 
