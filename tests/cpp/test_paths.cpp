@@ -112,8 +112,8 @@ TEST_P(PathTest, IdenticalToReference) {
         ASSERT_EQ(a.index, ar.index) << where;
         ASSERT_EQ(a.nan_at, ar.nan_at) << where;
         const MaxResult mx = k->logit_max(pd, n), mxr = ref.logit_max(pd, n);
-        ASSERT_EQ(mx.max, mxr.max) << where;
         ASSERT_EQ(mx.clean, mxr.clean) << where;
+        if (mxr.clean) ASSERT_EQ(mx.max, mxr.max) << where;
         std::uniform_real_distribution<double> u(0.0, 1.0);
         if (dist == Dist::kProbs || dist == Dist::kSparseProbs || dist == Dist::kTies) {
           const int64_t exclude = rep % 3 == 0 ? -1 : static_cast<int64_t>(rng() % n);

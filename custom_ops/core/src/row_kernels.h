@@ -27,7 +27,7 @@ struct MassResult {
   bool clean = true;  // false when some value may be negative, NaN or infinite (re-checked)
 };
 struct MaxResult {
-  float max = 0.0f;
+  float max = 0.0f;   // the row's maximum; unspecified when the row holds a NaN
   bool clean = true;  // false when some value is NaN or +inf
 };
 

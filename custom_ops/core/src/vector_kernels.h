@@ -14,7 +14,7 @@
 #include "row_kernels.h"
 #include "spec_edge/numerics.h"
 
-#if defined(__F16C__)
+#if defined(__SSE2__) || defined(__AVX2__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 #if defined(__ARM_NEON)
@@ -155,34 +155,57 @@ struct VectorKernels {
       float max;
       bool nan, pos_inf;
     };
-    // Four independent accumulators per block, so the loop is not latency-bound.
+    // One step of the maximum scan with each ISA's own max instruction (the maximum is exact,
+    // so any order gives the same value): NEON's fmax propagates NaN into the maximum, x86's
+    // max ignores a NaN operand, which a separate unordered compare records.
+    static void max_step(F& m, I& nan, F v) {
+#if defined(__ARM_NEON)
+      if constexpr (W == 4) {
+        m = (F)vmaxq_f32((float32x4_t)m, (float32x4_t)v);
+        return;
+      }
+#endif
+#if defined(__AVX2__)
+      if constexpr (W == 8) {
+        m = (F)_mm256_max_ps((__m256)v, (__m256)m);
+        nan |= (I)_mm256_cmp_ps((__m256)v, (__m256)v, _CMP_UNORD_Q);
+        return;
+      }
+#endif
+#if defined(__SSE2__)
+      if constexpr (W == 4) {
+        m = (F)_mm_max_ps((__m128)v, (__m128)m);
+        nan |= (I)_mm_cmpunord_ps((__m128)v, (__m128)v);
+        return;
+      }
+#endif
+      m = select(v > m, v, m);
+      nan |= v != v;
+    }
+
+    // The maximum (unspecified when the row holds a NaN), with four independent accumulators
+    // so the loop is not latency-bound; +inf is seen in the maximum itself.
     static MaxScan max_scan(const T* x, int64_t n) {
       F m[4] = {splat(-kInfinity), splat(-kInfinity), splat(-kInfinity), splat(-kInfinity)};
-      I nan = {}, inf = {};
+      I nan = {};
       F s[kVecs];
       int64_t base = 0;
       for (; base + kBlock <= n; base += kBlock) {
         load_block(x + base, kBlock, s);
-        for (int k = 0; k < kVecs; ++k) {
-          const F v = s[k];
-          m[k & 3] = select(v > m[k & 3], v, m[k & 3]);
-          nan |= v != v;
-          inf |= v == splat(kInfinity);
-        }
+        for (int k = 0; k < kVecs; ++k) max_step(m[k & 3], nan, s[k]);
       }
       MaxScan r{-kInfinity, false, false};
       for (int k = 0; k < 4; ++k)
-        for (int l = 0; l < W; ++l) r.max = m[k][l] > r.max ? m[k][l] : r.max;
-      for (int l = 0; l < W; ++l) {
-        r.nan |= nan[l] != 0;
-        r.pos_inf |= inf[l] != 0;
-      }
+        for (int l = 0; l < W; ++l) {
+          r.max = m[k][l] > r.max ? m[k][l] : r.max;
+          r.nan |= nan[l] != 0 || m[k][l] != m[k][l];
+        }
       for (int64_t j = base; j < n; ++j) {
         const float v = to_float(x[j]);
         r.max = v > r.max ? v : r.max;
         r.nan |= v != v;
-        r.pos_inf |= v == kInfinity;
       }
+      r.pos_inf = r.max == kInfinity;
       return r;
     }
 
