@@ -113,6 +113,14 @@ def run(shapes_single, batches, V_batch, K_batch):
                      timeit_us(lambda: spec_edge.verify(tl, dl, tokens, temperature=1.0, seed=1)),
                      timeit_us(lambda: verify_eager(tl, dl, tokens, 1.0, g)),
                      timeit_us(lambda: both.sum()), B * (2 * K + 1) * V * 4))
+    for V in (50257, 128256):
+        for B in (1, 8):
+            logits = 3 * torch.randn(B, V, generator=g)
+            temperature = torch.tensor(0.8)
+            rows.append(("sample (unfiltered, T=0.8)", f"B={B}, V={V}",
+                         timeit_us(lambda: spec_edge.sample(logits, temperature=temperature, seed=1)),
+                         timeit_us(lambda: torch.multinomial(torch.softmax(logits / 0.8, -1), 1, generator=g)),
+                         timeit_us(lambda: logits.sum()), B * V * 4))
     return rows
 
 

@@ -63,7 +63,7 @@ def case():
 
 def test_registry_lists_the_ops():
     assert spec_edge.executorch.registered_ops() == {
-        "spec_edge::verify_greedy.out", "spec_edge::accept.out", "spec_edge::verify.out"}
+        "spec_edge::verify_greedy.out", "spec_edge::accept.out", "spec_edge::verify.out", "spec_edge::sample.out"}
 
 
 def test_program_contains_the_out_variants(case):
@@ -107,3 +107,17 @@ def test_bad_input_fails_the_call_without_crashing(case):
     with pytest.raises(RuntimeError):
         method.execute([p, bad])
     assert_same(method.execute([p, tokens]), Greedy()(p, tokens))  # still usable afterwards
+
+
+class Sample(torch.nn.Module):
+    def forward(self, logits, temperature, seed, offset):
+        return torch.ops.spec_edge.sample(logits, temperature, seed, offset)
+
+
+def test_sample(case):
+    logits = case[0][:, 0].contiguous()  # program inputs must be contiguous
+    args = (logits, torch.tensor([0.0, 0.8, 1.5]), torch.tensor(3), torch.tensor(7))
+    method = Runtime.get().load_program(to_program(Sample(), args).buffer).load_method("forward")
+    for offset in range(3):
+        args = args[:3] + (torch.tensor(offset),)
+        assert_same(method.execute(list(args)), [Sample()(*args)])

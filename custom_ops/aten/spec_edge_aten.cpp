@@ -228,6 +228,33 @@ std::tuple<at::Tensor, at::Tensor> verify(const at::Tensor& target_logits,
   return {len, out};
 }
 
+// sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, *, Tensor(a!) out)
+//   -> Tensor(a!)
+at::Tensor& sample_out(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seed,
+                       const at::Tensor& offset, at::Tensor& out) {
+  TORCH_CHECK_VALUE(logits.dim() == 2, "logits: expected shape [B, V], got ", logits.sizes());
+  at::Tensor rows = logits.unsqueeze(1);
+  const spec_edge::Rows r = rows_view(rows, "logits");
+  at::Tensor temp_h, seed_h, offset_h;
+  spec_edge::SampleParams params;
+  params.temperature = per_row<float>(temperature, at::kFloat, "temperature", temp_h);
+  params.seed = per_row<int64_t>(seed, at::kLong, "seed", seed_h);
+  params.offset = per_row<int64_t>(offset, at::kLong, "offset", offset_h);
+  TORCH_CHECK_TYPE(out.scalar_type() == at::kLong, "out: expected int64, got ", out.scalar_type());
+  check_cpu(out, "out");
+  at::native::resize_output(out, {r.batch});
+  TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
+  raise_if_error(spec_edge::sample(r, params, out.data_ptr<int64_t>()));
+  return out;
+}
+
+at::Tensor sample(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seed,
+                  const at::Tensor& offset) {
+  at::Tensor out = at::empty({0}, at::kLong);
+  sample_out(logits, temperature, seed, offset, out);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(spec_edge, m) {
@@ -251,6 +278,10 @@ TORCH_LIBRARY(spec_edge, m) {
       "verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, "
       "Tensor temperature, Tensor seed, Tensor offset, Tensor? num_draft=None, *, "
       "Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!) accept_len, Tensor(b!) out)");
+  m.def("sample(Tensor logits, Tensor temperature, Tensor seed, Tensor offset) -> Tensor");
+  m.def(
+      "sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, *, "
+      "Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
@@ -260,6 +291,8 @@ TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
   m.impl("accept.out", &accept_out);
   m.impl("verify", &verify);
   m.impl("verify.out", &verify_out);
+  m.impl("sample", &sample);
+  m.impl("sample.out", &sample_out);
 }
 
 // ISA queries for Python (ctypes), on the same library that registers the ops.

@@ -220,18 +220,49 @@ void verify_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
                   InvalidArgument, );
 }
 
+// sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, *, Tensor(a!) out)
+//   -> Tensor(a!)
+void sample_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 5, "sample.out"), InvalidArgument, );
+  const Tensor& logits = stack[0]->toTensor();
+  spec_edge::Rows rows;
+  ET_KERNEL_CHECK(ctx, validate_rows(logits, /*single=*/true, "logits", &rows), InvalidArgument, );
+  // [B, V] is read as B rows of one: batch = B, one row each.
+  rows.batch = rows.rows;
+  rows.batch_stride = rows.row_stride;
+  rows.rows = 1;
+  spec_edge::SampleParams params;
+  ET_KERNEL_CHECK(ctx,
+                  per_row(stack[1]->toTensor(), ScalarType::Float, "temperature",
+                          &params.temperature),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, per_row(stack[2]->toTensor(), ScalarType::Long, "seed", &params.seed),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, per_row(stack[3]->toTensor(), ScalarType::Long, "offset", &params.offset),
+                  InvalidArgument, );
+  Tensor& out = stack[4]->toTensor();
+  const SizesType shape[1] = {static_cast<SizesType>(rows.batch)};
+  ET_KERNEL_CHECK(ctx, prepare_out(out, {shape, 1}, "out"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, ok(spec_edge::sample(rows, params, out.mutable_data_ptr<int64_t>()), "sample"),
+                  InvalidArgument, );
+}
+
 const executorch::runtime::Kernel kKernels[] = {
     executorch::runtime::Kernel("spec_edge::verify_greedy.out", verify_greedy_out),
     executorch::runtime::Kernel("spec_edge::accept.out", accept_out),
     executorch::runtime::Kernel("spec_edge::verify.out", verify_out),
+    executorch::runtime::Kernel("spec_edge::sample.out", sample_out),
 };
+constexpr size_t kKernelCount = sizeof(kKernels) / sizeof(kKernels[0]);
 
-const auto kRegistered = executorch::runtime::register_kernels({kKernels, 3});
+const auto kRegistered = executorch::runtime::register_kernels({kKernels, kKernelCount});
 
 }  // namespace
 }  // namespace spec_edge_et
 
 // Referencing this symbol keeps the registration in statically linked binaries.
 extern "C" __attribute__((visibility("default"))) int spec_edge_executorch_kernels_registered() {
-  return spec_edge_et::kRegistered == executorch::runtime::Error::Ok ? 3 : 0;
+  return spec_edge_et::kRegistered == executorch::runtime::Error::Ok
+             ? static_cast<int>(spec_edge_et::kKernelCount)
+             : 0;
 }

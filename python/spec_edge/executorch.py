@@ -8,7 +8,7 @@ Example:
     >>> import spec_edge.executorch
     >>> path = spec_edge.executorch.load()
     >>> sorted(spec_edge.executorch.registered_ops())
-    ['spec_edge::accept.out', 'spec_edge::verify.out', 'spec_edge::verify_greedy.out']
+    ['spec_edge::accept.out', 'spec_edge::sample.out', 'spec_edge::verify.out', 'spec_edge::verify_greedy.out']
 """
 
 from __future__ import annotations

@@ -57,6 +57,12 @@ def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, o
             target_logits.new_empty((batch, rows), dtype=torch.long))
 
 
+@torch.library.register_fake("spec_edge::sample")
+def _sample_fake(logits, temperature, seed, offset):
+    _check_rank(logits, (2,), "logits", "[B, V]")
+    return logits.new_empty(logits.shape[:1], dtype=torch.long)
+
+
 def verify_greedy(target_probs: torch.Tensor, draft_tokens: torch.Tensor) -> VerifyResult:
     """Greedy verification: keep draft tokens while they equal the target's argmax.
 
@@ -163,3 +169,35 @@ def verify(
         target_logits, draft_logits, draft_tokens,
         _param(temperature, torch.float32), _param(seed, torch.long), _param(offset, torch.long),
         num_draft))
+
+
+def sample(
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor = 1.0,
+    seed: int | torch.Tensor = 0,
+    offset: int | torch.Tensor = 0,
+) -> torch.Tensor:
+    """One token per row from ``softmax(logits / temperature)``; ``temperature == 0`` is argmax.
+
+    Exact inverse-CDF sampling with draw 0 of the Philox4x32-10 stream keyed by
+    ``(seed, offset, row)`` (the layout of :func:`verify`; give the two ops distinct offsets).
+    Masked (``-inf``) logits are never drawn. The same inputs and seed give the same tokens on
+    every CPU path.
+
+    Args:
+        logits: ``[B, V]`` float32, float16 or bfloat16.
+        temperature, seed, offset: a scalar or a per-row ``[B]`` tensor.
+
+    Returns:
+        ``[B]`` int64 tokens.
+
+    Example:
+        >>> import torch, spec_edge
+        >>> logits = torch.tensor([[0.0, -float("inf"), 2.0], [5.0, 1.0, 0.0]])
+        >>> spec_edge.sample(logits, temperature=0.0).tolist()
+        [2, 0]
+        >>> spec_edge.sample(logits, temperature=0.7, seed=3)[0].item() in (0, 2)
+        True
+    """
+    return torch.ops.spec_edge.sample(logits, _param(temperature, torch.float32), _param(seed, torch.long),
+                                      _param(offset, torch.long))

@@ -176,6 +176,21 @@ int main() {
             return r;
           }).c_str());
         }
+        for (float T : {0.0f, 0.8f}) {
+          std::printf("%s sample T=%g%s\n", tag.c_str(), T, on_every_path("sample", [&] {
+            const int64_t seed_v = static_cast<int64_t>(seed), offset = 3;
+            SampleParams params;
+            params.temperature = {&T, 1};
+            params.seed = {&seed_v, 1};
+            params.offset = {&offset, 1};
+            std::vector<int64_t> drawn(B * (K + 1));
+            const Status s = sample(tl.rows(B * (K + 1), 1, V), params, drawn.data());
+            if (!s.is_ok()) return std::string(s.message());
+            std::string r;
+            for (int64_t v : drawn) r += fmt(" %" PRId64, v);
+            return r;
+          }).c_str());
+        }
         // Masses in hex: the bits, not just the tokens.
         std::printf("%s masses%s\n", tag.c_str(), on_every_path("masses", [&] {
           const RowKernels& k = row_kernels(dtype);

@@ -72,7 +72,7 @@ Storage make_rows(Reader& in, DType dtype, int64_t B, int64_t R, int64_t V) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader in{data, size};
-  const int op = in.u8() % 4;
+  const int op = in.u8() % 5;
   const DType dtype = static_cast<DType>(in.u8() % 4);
   const int64_t B = in.u8() % 4, K = in.u8() % 6, V = 1 + in.u16() % 300;
   const int64_t RD = in.u8() % 8 == 0 ? K + 1 : K;  // sometimes a wrong draft row count
@@ -101,6 +101,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: s = verify_greedy(target.rows, t, {n.data(), next.data()}); break;
       case 1: s = accept(target.rows, &draft.rows, t, uv, {n.data(), next.data()}); break;
       case 2: s = accept(target.rows, nullptr, t, uv, {n.data(), next.data()}); break;
+      case 3: {
+        SampleParams params;
+        params.temperature = {temperature.data(), temperature_count};
+        params.seed = {&seed, 1};
+        params.offset = {&offset, 1};
+        // Every stored row, one draw each (broadcast storage holds one batch entry).
+        Rows rows = target.rows;
+        rows.batch = (target.rows.batch_stride == 0 ? (B > 0 ? 1 : 0) : B) * (K + 1);
+        rows.batch_stride = rows.row_stride;
+        rows.rows = 1;
+        s = sample(rows, params, out.data());
+        break;
+      }
       default: {
         VerifyParams params;
         params.temperature = {temperature.data(), temperature_count};

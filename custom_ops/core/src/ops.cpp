@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "row_kernels.h"
 #include "spec_edge/numerics.h"
@@ -131,26 +132,66 @@ Status prob_row_mass(const RowKernels& k, const void* row, int64_t V, const char
   return Status::ok();
 }
 
+// "name[b, i" (or "name[b" for a [B, V] tensor): the row part of an element's index.
+struct RowName {
+  const char* name;
+  int64_t b, i;
+  std::string prefix() const {
+    char buf[96];
+    if (i < 0) std::snprintf(buf, sizeof buf, "%s[%lld", name, (ll)b);
+    else std::snprintf(buf, sizeof buf, "%s[%lld, %lld", name, (ll)b, (ll)i);
+    return buf;
+  }
+};
+
 // Softmax numerator map of a logit row at temperature T, and its mass (>= 1).
-Status logit_row_map(const RowKernels& k, const void* row, int64_t V, float T, const char* name,
-                     int64_t b, int64_t i, ExpMap* map, double* mass) {
+Status logit_row_map(const RowKernels& k, const void* row, int64_t V, float T, RowName where,
+                     ExpMap* map, double* mass) {
   const MaxResult mx = k.logit_max(row, V);
   if (!mx.clean) {
     for (int64_t j = 0; j < V; ++j) {
       const float v = k.load(row, j);
       if (!(v < std::numeric_limits<float>::infinity()))
         return Status::error(Code::kInvalidArgument,
-                             "%s[%lld, %lld, %lld] = %g: logits must not be NaN or +inf", name,
-                             (ll)b, (ll)i, (ll)j, (double)v);
+                             "%s, %lld] = %g: logits must not be NaN or +inf",
+                             where.prefix().c_str(), (ll)j, (double)v);
     }
   }
   if (mx.max == -std::numeric_limits<float>::infinity())
-    return Status::error(Code::kInvalidArgument,
-                         "%s[%lld, %lld] has no finite logit (every token is masked)", name, (ll)b,
-                         (ll)i);
+    return Status::error(Code::kInvalidArgument, "%s] has no finite logit (every token is masked)",
+                         where.prefix().c_str());
   map->xmax = mx.max;
   map->inv_temp = 1.0f / T;
   *mass = k.exp_mass(row, V, *map);
+  return Status::ok();
+}
+
+// temperature, seed and offset: one value or one per batch row; temperatures finite, >= 0, with
+// a finite reciprocal.
+Status check_sampling_params(int64_t B, PerRow<float> temperature, int64_t seed_count,
+                             int64_t offset_count) {
+  struct Param {
+    const char* name;
+    int64_t count;
+  };
+  for (const Param& p : {Param{"temperature", temperature.count}, Param{"seed", seed_count},
+                         Param{"offset", offset_count}})
+    if (!(p.count == 1 || p.count == B))
+      return Status::error(Code::kInvalidArgument,
+                           "%s: expected one value or one per batch row (B=%lld), got %lld", p.name,
+                           (ll)B, (ll)p.count);
+  for (int64_t b = 0; b < B; ++b) {
+    const float T = temperature.at(b);
+    if (!(T >= 0.0f && T <= FLT_MAX))
+      return Status::error(Code::kInvalidArgument,
+                           "temperature[%lld] = %g: expected a finite value >= 0 (0 means greedy)",
+                           (ll)b, (double)T);
+    if (T > 0.0f && !(1.0f / T <= FLT_MAX))
+      return Status::error(Code::kInvalidArgument,
+                           "temperature[%lld] = %g is too small: 1 / temperature overflows float "
+                           "(use 0 for greedy)",
+                           (ll)b, (double)T);
+  }
   return Status::ok();
 }
 
@@ -237,27 +278,9 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
               const VerifyParams& params, VerifyOutput out) {
   SPEC_EDGE_RETURN_IF_ERROR(check_shapes(target, "target_logits", &draft, "draft_logits", draft_tokens));
   const int64_t B = target.batch, K = target.rows - 1, V = target.vocab;
-  struct Param {
-    const char* name;
-    int64_t count;
-  };
-  for (const Param& p : {Param{"temperature", params.temperature.count},
-                         Param{"seed", params.seed.count}, Param{"offset", params.offset.count}})
-    if (!(p.count == 1 || p.count == B))
-      return Status::error(Code::kInvalidArgument,
-                           "%s: expected one value or one per batch row (B=%lld), got %lld", p.name,
-                           (ll)B, (ll)p.count);
+  SPEC_EDGE_RETURN_IF_ERROR(
+      check_sampling_params(B, params.temperature, params.seed.count, params.offset.count));
   for (int64_t b = 0; b < B; ++b) {
-    const float T = params.temperature.at(b);
-    if (!(T >= 0.0f && T <= FLT_MAX))
-      return Status::error(Code::kInvalidArgument,
-                           "temperature[%lld] = %g: expected a finite value >= 0 (0 means greedy)",
-                           (ll)b, (double)T);
-    if (T > 0.0f && !(1.0f / T <= FLT_MAX))
-      return Status::error(Code::kInvalidArgument,
-                           "temperature[%lld] = %g is too small: 1 / temperature overflows float "
-                           "(use 0 for greedy)",
-                           (ll)b, (double)T);
     const int64_t n = params.num_draft ? params.num_draft[b] : K;
     if (n < 0 || n > K)
       return Status::error(Code::kInvalidArgument, "num_draft[%lld] = %lld is outside [0, K=%lld]",
@@ -286,8 +309,8 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
         const void* q = row_bytes(draft, b, i);
         ExpMap mp, mq;
         double P = 0.0, Q = 0.0;
-        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, p, V, T, "target_logits", b, i, &mp, &P));
-        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, q, V, T, "draft_logits", b, i, &mq, &Q));
+        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, p, V, T, {"target_logits", b, i}, &mp, &P));
+        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, q, V, T, {"draft_logits", b, i}, &mq, &Q));
         const double pt = exp_nonpositive((k.load(p, t) - mp.xmax) * mp.inv_temp);
         const double qt = exp_nonpositive((k.load(q, t) - mq.xmax) * mq.inv_temp);
         if (accept_token(u(i), pt, P, qt, Q)) continue;
@@ -302,13 +325,44 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
         const void* p = row_bytes(target, b, n_draft);
         ExpMap mp;
         double P = 0.0;
-        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, p, V, T, "target_logits", b, n_draft, &mp, &P));
+        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, p, V, T, {"target_logits", b, n_draft}, &mp, &P));
         token = k.exp_scan(p, V, mp, u_last * P);
       }
     }
     int64_t* row = out.tokens + b * out.tokens_stride;
     for (int64_t j = 0; j <= K; ++j) row[j] = j < n ? draft_tokens.at(b, j) : (j == n ? token : -1);
     out.accept_len[b] = n;
+  }
+  return Status::ok();
+}
+
+Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
+  SPEC_EDGE_RETURN_IF_ERROR(check_scores(logits, "logits"));
+  if (logits.rows != 1)
+    return Status::error(Code::kInvalidArgument, "logits: expected one row per batch entry, got %lld",
+                         (ll)logits.rows);
+  const int64_t B = logits.batch, V = logits.vocab;
+  SPEC_EDGE_RETURN_IF_ERROR(
+      check_sampling_params(B, params.temperature, params.seed.count, params.offset.count));
+  const RowKernels& k = row_kernels(logits.dtype);
+  for (int64_t b = 0; b < B; ++b) {
+    const void* row = row_bytes(logits, b, 0);
+    const float T = params.temperature.at(b);
+    if (T == 0.0f) {
+      const ArgmaxResult am = k.argmax(row, V);
+      if (am.nan_at >= 0)
+        return Status::error(Code::kInvalidArgument, "logits[%lld, %lld] is NaN", (ll)b,
+                             (ll)am.nan_at);
+      tokens[b] = am.index;
+      continue;
+    }
+    ExpMap map;
+    double mass = 0.0;
+    SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, row, V, T, {"logits", b, -1}, &map, &mass));
+    const double u = philox_uniform(static_cast<uint64_t>(params.seed.at(b)),
+                                    static_cast<uint64_t>(params.offset.at(b)),
+                                    static_cast<uint32_t>(b), 0);
+    tokens[b] = k.exp_scan(row, V, map, u * mass);
   }
   return Status::ok();
 }

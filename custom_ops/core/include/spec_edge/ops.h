@@ -52,4 +52,16 @@ struct VerifyOutput {
 Status verify(const Rows& target_logits, const Rows& draft_logits, const Tokens& draft_tokens,
               const VerifyParams& params, VerifyOutput out);
 
+// sample(logits [B, V], temperature [1|B], seed [1|B], offset [1|B]) -> tokens [B]
+// temperature == 0: argmax (ties to the lowest index). temperature = T > 0: the token drawn from
+// softmax(logits / T) -- the numerators exp_nonpositive((x - max) * (1/T)) of `verify` -- by
+// inverse CDF with draw 0 of the Philox stream (seed[b], offset[b], row b). Masked (-inf) logits
+// are never drawn. Use offsets distinct from the ones given to `verify`.
+struct SampleParams {
+  PerRow<float> temperature;
+  PerRow<int64_t> seed;
+  PerRow<int64_t> offset;
+};
+Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens);
+
 }  // namespace spec_edge

@@ -1,0 +1,112 @@
+"""sample: exact draws from softmax(logits / T), reproducible per (seed, offset), masked tokens never."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import spec_edge
+from stats_utils import chisquare_pvalue
+
+N = 200_000
+ALPHA = 1e-4
+
+
+def law(logits: torch.Tensor, T: float) -> np.ndarray:
+    return torch.softmax(logits.double() / T, -1).numpy()
+
+
+CASES = {
+    "peaked": torch.tensor([4.0, 1.0, 0.5, -1.0, 0.0, 2.5, -3.0]),
+    "flat": torch.tensor([0.1, 0.0, -0.1, 0.05, 0.0, 0.02, -0.05]),
+    "masked": torch.tensor([1.0, -math.inf, 0.5, -math.inf, 2.0, 0.0, -math.inf]),
+}
+
+
+def draws(logits, T, n=N, seed=0, offset=0, dtype=torch.float32):
+    return spec_edge.sample(logits.to(dtype)[None].expand(n, -1), temperature=T, seed=seed, offset=offset)
+
+
+@pytest.mark.parametrize("T", [0.5, 1.0, 1.7])
+@pytest.mark.parametrize("name", CASES)
+def test_distribution_matches_softmax_at_temperature(name, T):
+    logits = CASES[name]
+    counts = np.bincount(draws(logits, T).numpy(), minlength=len(logits))
+    assert chisquare_pvalue(counts, law(logits, T)) > ALPHA
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_negative_controls_fail_the_same_test(name):
+    """A sampler that ignores the temperature, and one that treats masked logits as 0."""
+    logits, T = CASES[name], 0.5
+    g = torch.Generator().manual_seed(0)
+    ignores_temperature = torch.multinomial(torch.softmax(logits, -1), N, replacement=True, generator=g)
+    assert chisquare_pvalue(np.bincount(ignores_temperature.numpy(), minlength=len(logits)), law(logits, T)) < ALPHA
+    if name == "masked":
+        unmasked = torch.where(torch.isinf(logits), torch.zeros_like(logits), logits)
+        wrong = torch.multinomial(torch.softmax(unmasked / T, -1), N, replacement=True, generator=g)
+        assert chisquare_pvalue(np.bincount(wrong.numpy(), minlength=len(logits)), law(logits, T)) < ALPHA
+
+
+def test_masked_tokens_are_never_drawn():
+    logits = torch.full((50,), -math.inf)
+    logits[[3, 17, 41]] = torch.tensor([0.0, -20.0, 1.0])  # one allowed token is very unlikely
+    tokens = draws(logits, 1.0, n=1_000_000)
+    assert set(tokens.unique().tolist()) <= {3, 17, 41}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_dtypes_sample_from_their_values(dtype):
+    logits = CASES["peaked"]
+    assert torch.equal(draws(logits, 0.8, n=4096, dtype=dtype), draws(logits.to(dtype).float(), 0.8, n=4096))
+
+
+def test_reproducible_and_independent_streams():
+    logits = torch.randn(4096, 100, generator=torch.Generator().manual_seed(1))
+    a = spec_edge.sample(logits, temperature=1.0, seed=5, offset=9)
+    assert torch.equal(a, spec_edge.sample(logits, temperature=1.0, seed=5, offset=9))
+    assert (a != spec_edge.sample(logits, temperature=1.0, seed=5, offset=10)).float().mean() > 0.5
+    assert (a != spec_edge.sample(logits, temperature=1.0, seed=6, offset=9)).float().mean() > 0.5
+    # neighbouring rows draw from independent streams: their tokens are uncorrelated
+    same = spec_edge.sample(torch.zeros(20000, 2), temperature=1.0, seed=3).double()
+    assert abs(float(torch.corrcoef(torch.stack([same[:-1], same[1:]]))[0, 1])) < 5 / math.sqrt(20000)
+
+
+def test_greedy_and_per_row_temperature():
+    logits = torch.tensor([[0.0, 3.0, 3.0], [1.0, 0.0, 0.5]])
+    assert spec_edge.sample(logits, temperature=0.0).tolist() == [1, 0]  # ties to the lowest id
+    mixed = spec_edge.sample(logits, temperature=torch.tensor([0.0, 1.0]), seed=2)
+    assert mixed[0].item() == 1
+
+
+@pytest.mark.parametrize("kwargs,exc,match", [
+    (dict(temperature=-1.0), ValueError, r"temperature\[0\] = -1: expected a finite value >= 0"),
+    (dict(temperature=math.nan), ValueError, r"temperature\[0\] = nan"),
+    (dict(temperature=torch.tensor([1.0, 1.0, 1.0])), ValueError, r"temperature: expected one value or one per batch row \(B=2\), got 3"),
+    (dict(logits=torch.zeros(2, 3, 4)), ValueError, r"logits: expected shape \[B, V\]"),
+    (dict(logits=torch.zeros(2, 4, dtype=torch.float64)), TypeError, r"logits: unsupported dtype Double"),
+    (dict(logits=torch.tensor([[0.0, math.nan], [0.0, 1.0]])), ValueError, r"logits\[0, 1\] = nan: logits must not be NaN or \+inf"),
+    (dict(logits=torch.tensor([[0.0, math.inf], [0.0, 1.0]])), ValueError, r"logits\[0, 1\] = inf"),
+    (dict(logits=torch.full((2, 3), -math.inf)), ValueError, r"logits\[0\] has no finite logit"),
+    (dict(seed=torch.tensor(1.0)), TypeError, r"seed: expected an integer tensor"),
+])
+def test_bad_input(kwargs, exc, match):
+    args = dict(logits=torch.zeros(2, 4), temperature=1.0, seed=0, offset=0)
+    args.update(kwargs)
+    with pytest.raises(exc, match=match):
+        spec_edge.sample(**args)
+
+
+def test_opcheck_and_every_path_agrees():
+    logits = 3 * torch.randn(8, 333, generator=torch.Generator().manual_seed(0))
+    args = (logits, torch.tensor([0.0, 0.5, 1.0, 2.0, 1.0, 1.0, 0.7, 0.3]), torch.tensor(4), torch.tensor(1))
+    torch.library.opcheck(torch.ops.spec_edge.sample.default, args)
+    active, results = spec_edge.active_isa(), []
+    try:
+        for isa in spec_edge.available_isas():
+            spec_edge.select_isa(isa)
+            results.append(torch.ops.spec_edge.sample(*args))
+    finally:
+        spec_edge.select_isa(active)
+    assert all(torch.equal(r, results[0]) for r in results)
