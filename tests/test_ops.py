@@ -104,19 +104,23 @@ def test_verify_ragged_greedy_and_padding():
 
 
 def test_verify_per_row_parameters():
+    """Row b with per-row (T_b, seed_b, offset_b) equals row b of a call that gives every row
+    those same values (the Philox row index is the batch row in both)."""
     g = torch.Generator().manual_seed(2)
     tl, dl = torch.randn(4, 3, 30, generator=g), torch.randn(4, 2, 30, generator=g)
     tokens = torch.randint(0, 30, (4, 2), generator=g)
-    per_row = spec_edge.verify(tl, dl, tokens, temperature=torch.tensor([0.0, 0.5, 1.0, 2.0]),
-                               seed=torch.tensor([1, 2, 3, 4]), offset=torch.tensor([0, 0, 7, 7]))
-    for b, (T, s, o) in enumerate([(0.0, 1, 0), (0.5, 2, 0), (1.0, 3, 7), (2.0, 4, 7)]):
-        one = spec_edge.verify(tl[b:b + 1], dl[b:b + 1], tokens[b:b + 1], temperature=T, seed=s, offset=o)
-        # the Philox row index is the batch row, so compare against row 0 only where it matches
-        if b == 0 or T == 0.0:
-            assert torch.equal(one.tokens[0], per_row.tokens[b])
-    again = spec_edge.verify(tl, dl, tokens, temperature=torch.tensor([0.0, 0.5, 1.0, 2.0]),
-                             seed=torch.tensor([1, 2, 3, 4]), offset=torch.tensor([0, 0, 7, 7]))
-    assert torch.equal(again.tokens, per_row.tokens)
+    params = [(0.0, 1, 0), (0.5, 2, 0), (1.0, 3, 7), (2.0, 4, 7)]
+    per_row = spec_edge.verify(tl, dl, tokens, temperature=torch.tensor([p[0] for p in params]),
+                               seed=torch.tensor([p[1] for p in params]),
+                               offset=torch.tensor([p[2] for p in params]))
+    for b, (T, seed, offset) in enumerate(params):
+        uniform = spec_edge.verify(tl, dl, tokens, temperature=T, seed=seed, offset=offset)
+        assert torch.equal(per_row.tokens[b], uniform.tokens[b])
+        assert per_row.accept_len[b] == uniform.accept_len[b]
+    # different per-row seeds do change the draws
+    other = spec_edge.verify(tl, dl, tokens, temperature=1.0, seed=torch.tensor([10, 11, 12, 13]))
+    same = spec_edge.verify(tl, dl, tokens, temperature=1.0, seed=torch.tensor([10, 11, 12, 13]))
+    assert torch.equal(other.tokens, same.tokens)
 
 
 def test_out_variants_write_into_given_tensors():
