@@ -12,6 +12,16 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).parent.resolve()
 
 
+def cmake_command() -> str:
+    """The cmake of this Python environment (PyPI `cmake`, >= 3.28), else the one on PATH."""
+    try:
+        import cmake
+
+        return str(Path(cmake.CMAKE_BIN_DIR) / "cmake")
+    except ImportError:
+        return shutil.which("cmake") or "cmake"
+
+
 class BuildWithCMake(build_py):
     def run(self):
         super().run()
@@ -23,8 +33,9 @@ class BuildWithCMake(build_py):
         if executorch is not None:
             prefixes.append(executorch.submodule_search_locations[0])
         build_dir = Path(os.environ.get("SPEC_EDGE_CMAKE_BUILD_DIR", ROOT / "build" / "cmake"))
+        cmake = cmake_command()
         configure = [
-            "cmake", "-S", str(ROOT), "-B", str(build_dir),
+            cmake, "-S", str(ROOT), "-B", str(build_dir),
             f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}",
             f"-DSPEC_EDGE_BUILD_EXECUTORCH={'ON' if executorch is not None else 'OFF'}",
             f"-DSPEC_EDGE_PYTHON_LIB_DIR={package / 'spec_edge' / '_lib'}",
@@ -34,8 +45,8 @@ class BuildWithCMake(build_py):
         if shutil.which("ninja") and not (build_dir / "CMakeCache.txt").exists():
             configure += ["-G", "Ninja"]
         subprocess.check_call(configure)
-        subprocess.check_call(["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 1)])
-        subprocess.check_call(["cmake", "--install", str(build_dir)])
+        subprocess.check_call([cmake, "--build", str(build_dir), "-j", str(os.cpu_count() or 1)])
+        subprocess.check_call([cmake, "--install", str(build_dir)])
 
 
 setup(cmdclass={"build_py": BuildWithCMake})
