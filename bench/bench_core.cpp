@@ -68,14 +68,7 @@ float sum(const float* x, size_t n) {
 }
 
 Rows rows_of(const float* d, int64_t batch, int64_t nrows, int64_t V) {
-  Rows r;
-  r.data = d;
-  r.batch = batch;
-  r.rows = nrows;
-  r.vocab = V;
-  r.row_stride = V;
-  r.batch_stride = nrows * V;
-  return r;
+  return Rows::contiguous(d, DType::kFloat32, batch, nrows, V);
 }
 
 // Inputs for one shape: `copies` copies of one case laid out back to back, so that visiting

@@ -177,6 +177,17 @@ spec_edge::PerRow<T> per_row(const at::Tensor& t, at::ScalarType dtype, const ch
   return {holder.data_ptr<T>(), holder.numel()};
 }
 
+// temperature, seed and offset as core per-row parameters; the holders keep converted copies.
+struct SamplingParams {
+  at::Tensor temperature_holder, seed_holder, offset_holder;
+  spec_edge::PerRow<float> temperature;
+  spec_edge::PerRow<int64_t> seed, offset;
+  SamplingParams(const at::Tensor& t, const at::Tensor& s, const at::Tensor& o)
+      : temperature(per_row<float>(t, at::kFloat, "temperature", temperature_holder)),
+        seed(per_row<int64_t>(s, at::kLong, "seed", seed_holder)),
+        offset(per_row<int64_t>(o, at::kLong, "offset", offset_holder)) {}
+};
+
 // verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature,
 //            Tensor seed, Tensor offset, Tensor? num_draft=None, *, Tensor(a!) accept_len,
 //            Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
@@ -188,11 +199,12 @@ std::tuple<at::Tensor&, at::Tensor&> verify_out(
   const spec_edge::Rows p = rows_view(target, "target_logits");
   const spec_edge::Rows q = rows_view(draft, "draft_logits");
   const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens");
-  at::Tensor temp_h, seed_h, offset_h, num_h;
+  at::Tensor num_h;
+  const SamplingParams sampling(temperature, seed, offset);
   spec_edge::VerifyParams params;
-  params.temperature = per_row<float>(temperature, at::kFloat, "temperature", temp_h);
-  params.seed = per_row<int64_t>(seed, at::kLong, "seed", seed_h);
-  params.offset = per_row<int64_t>(offset, at::kLong, "offset", offset_h);
+  params.temperature = sampling.temperature;
+  params.seed = sampling.seed;
+  params.offset = sampling.offset;
   if (num_draft.has_value()) {
     check_cpu(*num_draft, "num_draft");
     TORCH_CHECK_VALUE(num_draft->dim() == 1 && num_draft->size(0) == p.batch,
@@ -235,11 +247,8 @@ at::Tensor& sample_out(const at::Tensor& logits, const at::Tensor& temperature, 
   TORCH_CHECK_VALUE(logits.dim() == 2, "logits: expected shape [B, V], got ", logits.sizes());
   at::Tensor rows = logits.unsqueeze(1);
   const spec_edge::Rows r = rows_view(rows, "logits");
-  at::Tensor temp_h, seed_h, offset_h;
-  spec_edge::SampleParams params;
-  params.temperature = per_row<float>(temperature, at::kFloat, "temperature", temp_h);
-  params.seed = per_row<int64_t>(seed, at::kLong, "seed", seed_h);
-  params.offset = per_row<int64_t>(offset, at::kLong, "offset", offset_h);
+  const SamplingParams sampling(temperature, seed, offset);
+  const spec_edge::SampleParams params{sampling.temperature, sampling.seed, sampling.offset};
   TORCH_CHECK_TYPE(out.scalar_type() == at::kLong, "out: expected int64, got ", out.scalar_type());
   check_cpu(out, "out");
   at::native::resize_output(out, {r.batch});

@@ -176,6 +176,14 @@ bool per_row(const Tensor& t, ScalarType dtype, const char* name, spec_edge::Per
   return true;
 }
 
+// temperature (float32), seed and offset (int64): the three consecutive stack values at `at`.
+bool sampling_params(Span<EValue*> stack, size_t at, spec_edge::PerRow<float>* temperature,
+                     spec_edge::PerRow<int64_t>* seed, spec_edge::PerRow<int64_t>* offset) {
+  return per_row(stack[at]->toTensor(), ScalarType::Float, "temperature", temperature) &&
+         per_row(stack[at + 1]->toTensor(), ScalarType::Long, "seed", seed) &&
+         per_row(stack[at + 2]->toTensor(), ScalarType::Long, "offset", offset);
+}
+
 // verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature,
 //            Tensor seed, Tensor offset, Tensor? num_draft=None, *, Tensor(a!) accept_len,
 //            Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
@@ -190,14 +198,9 @@ void verify_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
                   InvalidArgument, );
   ET_KERNEL_CHECK(ctx, validate_tokens(stack[2]->toTensor(), false, "draft_tokens", &tokens),
                   InvalidArgument, );
-  ET_KERNEL_CHECK(ctx,
-                  per_row(stack[3]->toTensor(), ScalarType::Float, "temperature",
-                          &params.temperature),
-                  InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, per_row(stack[4]->toTensor(), ScalarType::Long, "seed", &params.seed),
-                  InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, per_row(stack[5]->toTensor(), ScalarType::Long, "offset", &params.offset),
-                  InvalidArgument, );
+  ET_KERNEL_CHECK(
+      ctx, sampling_params(stack, 3, &params.temperature, &params.seed, &params.offset),
+      InvalidArgument, );
   if (const Tensor* num_draft = optional_tensor(stack[6])) {
     ET_KERNEL_CHECK_MSG(ctx,
                         num_draft->dim() == 1 && num_draft->size(0) == p.batch &&
@@ -232,14 +235,9 @@ void sample_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   rows.batch_stride = rows.row_stride;
   rows.rows = 1;
   spec_edge::SampleParams params;
-  ET_KERNEL_CHECK(ctx,
-                  per_row(stack[1]->toTensor(), ScalarType::Float, "temperature",
-                          &params.temperature),
-                  InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, per_row(stack[2]->toTensor(), ScalarType::Long, "seed", &params.seed),
-                  InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, per_row(stack[3]->toTensor(), ScalarType::Long, "offset", &params.offset),
-                  InvalidArgument, );
+  ET_KERNEL_CHECK(
+      ctx, sampling_params(stack, 1, &params.temperature, &params.seed, &params.offset),
+      InvalidArgument, );
   Tensor& out = stack[4]->toTensor();
   const SizesType shape[1] = {static_cast<SizesType>(rows.batch)};
   ET_KERNEL_CHECK(ctx, prepare_out(out, {shape, 1}, "out"), InvalidArgument, );

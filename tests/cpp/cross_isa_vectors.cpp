@@ -62,15 +62,8 @@ struct Scores {
     }
   }
   Rows rows(int64_t batch, int64_t nrows, int64_t vocab) const {
-    Rows r;
-    r.data = dtype == DType::kFloat32 ? static_cast<const void*>(f32.data()) : low.data();
-    r.dtype = dtype;
-    r.batch = batch;
-    r.rows = nrows;
-    r.vocab = vocab;
-    r.row_stride = vocab;
-    r.batch_stride = nrows * vocab;
-    return r;
+    const void* data = dtype == DType::kFloat32 ? static_cast<const void*>(f32.data()) : low.data();
+    return Rows::contiguous(data, dtype, batch, nrows, vocab);
   }
 };
 

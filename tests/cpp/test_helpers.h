@@ -11,15 +11,7 @@
 namespace spec_edge::testing {
 
 inline Rows rows(const std::vector<float>& data, int64_t batch, int64_t nrows, int64_t vocab) {
-  Rows r;
-  r.data = data.data();
-  r.dtype = DType::kFloat32;
-  r.batch = batch;
-  r.rows = nrows;
-  r.vocab = vocab;
-  r.row_stride = vocab;
-  r.batch_stride = nrows * vocab;
-  return r;
+  return Rows::contiguous(data.data(), DType::kFloat32, batch, nrows, vocab);
 }
 
 inline Tokens tokens(const std::vector<int64_t>& data, int64_t batch, int64_t len) {

@@ -17,6 +17,11 @@ struct Rows {
   DType dtype = DType::kFloat32;
   int64_t batch = 0, rows = 0, vocab = 0;
   int64_t batch_stride = 0, row_stride = 0;
+
+  // A densely packed [batch, rows, vocab] tensor.
+  static Rows contiguous(const void* data, DType dtype, int64_t batch, int64_t rows, int64_t vocab) {
+    return Rows{data, dtype, batch, rows, vocab, rows * vocab, vocab};
+  }
 };
 
 // A [batch, len] tensor of int64 token ids.
