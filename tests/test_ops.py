@@ -222,3 +222,19 @@ def test_every_isa_path_gives_the_same_tokens(V):
     for isa, got in results.items():
         for a, b in zip(got, reference):
             assert all(torch.equal(x, y) for x, y in zip(a, b)), isa
+
+
+@pytest.mark.parametrize("forced", ["scalar", "no-such-isa"])
+def test_spec_edge_isa_environment_variable(forced):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SPEC_EDGE_ISA=forced)
+    run = subprocess.run([sys.executable, "-c", "import spec_edge; print(spec_edge.active_isa())"],
+                         env=env, capture_output=True, text=True, check=True)
+    if forced == "scalar":
+        assert run.stdout.strip() == "scalar"
+    else:  # an unknown path is reported, and the automatic choice is kept
+        assert run.stdout.strip() == spec_edge.available_isas()[0]
+        assert "SPEC_EDGE_ISA=no-such-isa is not available here" in run.stderr
