@@ -25,7 +25,12 @@ def cmake_command() -> str:
 class BuildWithCMake(build_py):
     def run(self):
         super().run()
-        import torch  # the torch the libraries must match (hence --no-build-isolation)
+        try:
+            import torch  # the torch the libraries must match (hence --no-build-isolation)
+        except ImportError as error:
+            raise RuntimeError(
+                "spec_edge links the installed torch (torch==2.13.0): install torch first, then "
+                "`pip install --no-build-isolation .`") from error
 
         package = ROOT / "python" if self.editable_mode else Path(self.build_lib).resolve()
         prefixes = [torch.utils.cmake_prefix_path]
