@@ -1,7 +1,7 @@
 // Op drivers: argument validation, the speculative-sampling rule, and the per-row passes.
 #include <cfloat>
-#include <initializer_list>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <string>
 
