@@ -132,6 +132,26 @@ int main() {
                accept_bound, (2 * K + 1) * V * 4e-6);
       }
     }
+    for (int64_t B : {1, 8}) {  // the unfiltered sample pass at V = 128256, T = 0.8
+      const int64_t V = 128256;
+      std::vector<float> one(B * V);
+      for (auto& x : one) x = normal(rng);
+      const Pool pool = make_pool(one, dram);
+      const float temp = 0.8f;
+      const int64_t seed = 1, offset = 0;
+      const SampleParams params{{&temp, 1}, {&seed, 1}, {&offset, 1}};
+      std::vector<int64_t> drawn(B);
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "B=%lld, V=%lld, T=0.8", (long long)B, (long long)V);
+      size_t i = 0;
+      const double bound = median_us([&] { g_sink = sum(pool.at(i++), one.size()); });
+      for (const char* const* isa = available_isa_list(); *isa; ++isa) {
+        if (!select_isa(*isa).is_ok()) continue;
+        report("sample", *isa, shape, dram,
+               median_us([&] { sample(rows_of(pool.at(i++), B, 1, V), params, drawn.data()); }), bound,
+               one.size() * 4e-6);
+      }
+    }
     const int64_t V = 32000, K = 4;
     for (int64_t B : {1, 8, 64}) {
       std::vector<float> one(B * (2 * K + 1) * V);  // target logits [B, K+1, V], then draft [B, K, V]
