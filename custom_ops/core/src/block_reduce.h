@@ -1,4 +1,5 @@
-// The block-ordered mass and inverse-CDF scan of numerics.h, shared by every CPU path.
+// The block-ordered mass and inverse-CDF scan of numerics.h, and the row passes built on them,
+// shared by every CPU path.
 //
 // A path supplies its block type (kBlock floats, e.g. float[64] or 16 four-lane vectors),
 // `fill(base, m, block)` writing the m values of the block at `base` and zeros past them, and
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "row_kernels.h"
 #include "spec_edge/numerics.h"
 
 namespace spec_edge {
@@ -71,4 +73,77 @@ static int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double ta
   return -1;
 }
 
+namespace {
+
+// The row passes every path builds the same way from its block fills. `Path` provides Elem (the
+// row's element type), Block, sum(block) (the fold), load, argmax, logit_max and prob_mass, and
+// the fills, each writing the m values of the block at `base` and zeros past them:
+//   fill_probs(x, exclude, base, m, s), fill_exp(x, map, base, m, s),
+//   fill_prob_residual(p, q, a, b, base, m, s), fill_exp_residual(p, q, mp, mq, a, b, base, m, s).
+template <class Path>
+struct BlockPasses {
+  using T = typename Path::Elem;
+  using Block = typename Path::Block;
+  static const T* row(const void* x) { return static_cast<const T*>(x); }
+
+  template <class Fill>
+  static double mass(int64_t n, const Fill& fill) {
+    return block_mass<Block>(n, fill, Path::sum);
+  }
+  template <class Fill>
+  static int64_t scan(int64_t n, const Fill& fill, double target) {
+    return block_scan<Block>(n, fill, Path::sum, target);
+  }
+
+  static int64_t prob_scan(const void* x, int64_t n, int64_t exclude, double target) {
+    return scan(
+        n, [&](int64_t base, int64_t m, Block& s) { Path::fill_probs(row(x), exclude, base, m, s); },
+        target);
+  }
+  static double exp_mass(const void* x, int64_t n, ExpMap e) {
+    return mass(n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); });
+  }
+  static int64_t exp_scan(const void* x, int64_t n, ExpMap e, double target) {
+    return scan(
+        n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); }, target);
+  }
+  static double prob_residual_mass(const void* p, const void* q, int64_t n, float a, float b) {
+    return mass(n, [&](int64_t base, int64_t m, Block& s) {
+      Path::fill_prob_residual(row(p), row(q), a, b, base, m, s);
+    });
+  }
+  static int64_t prob_residual_scan(const void* p, const void* q, int64_t n, float a, float b,
+                                    double target) {
+    return scan(
+        n,
+        [&](int64_t base, int64_t m, Block& s) {
+          Path::fill_prob_residual(row(p), row(q), a, b, base, m, s);
+        },
+        target);
+  }
+  static double exp_residual_mass(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
+                                  float a, float b) {
+    return mass(n, [&](int64_t base, int64_t m, Block& s) {
+      Path::fill_exp_residual(row(p), row(q), mp, mq, a, b, base, m, s);
+    });
+  }
+  static int64_t exp_residual_scan(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
+                                   float a, float b, double target) {
+    return scan(
+        n,
+        [&](int64_t base, int64_t m, Block& s) {
+          Path::fill_exp_residual(row(p), row(q), mp, mq, a, b, base, m, s);
+        },
+        target);
+  }
+
+  static RowKernels table() {
+    return RowKernels{Path::argmax,       Path::prob_mass,    prob_scan,
+                      Path::logit_max,    exp_mass,           exp_scan,
+                      prob_residual_mass, prob_residual_scan, exp_residual_mass,
+                      exp_residual_scan,  Path::load};
+  }
+};
+
+}  // namespace
 }  // namespace spec_edge

@@ -12,32 +12,15 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-using Block = float[kBlock];
-
-float block_sum(const Block& s) { return fold_block(s); }
-
-// Wraps a fill of m values with the zero padding of a short block.
-template <class Fill>
-auto padded(const Fill& fill) {
-  return [&fill](int64_t base, int64_t m, Block& s) {
-    fill(base, m, s);
-    for (int64_t j = m; j < kBlock; ++j) s[j] = 0.0f;
-  };
-}
-
-template <class Fill>
-double block_mass(int64_t n, const Fill& fill) {
-  return spec_edge::block_mass<Block>(n, padded(fill), block_sum);
-}
-
-template <class Fill>
-int64_t block_scan(int64_t n, const Fill& fill, double target) {
-  return spec_edge::block_scan<Block>(n, padded(fill), block_sum, target);
-}
-
 template <class T>
 struct Reference {
+  using Elem = T;
+  using Block = float[kBlock];
   static const T* row(const void* x) { return static_cast<const T*>(x); }
+  static float sum(const Block& s) { return fold_block(s); }
+  static void pad(float* s, int64_t m) {
+    for (int64_t j = m; j < kBlock; ++j) s[j] = 0.0f;
+  }
 
   static float load(const void* x, int64_t j) { return to_float(row(x)[j]); }
 
@@ -109,40 +92,25 @@ struct Reference {
   static MassResult prob_mass(const void* xv, int64_t n, int64_t exclude) {
     const T* x = row(xv);
     uint32_t signs = 0;
-    const double mass = block_mass(n, [&](int64_t base, int64_t m, float* s) {
-      for (int64_t j = 0; j < m; ++j) {
-        s[j] = to_float(x[base + j]);
-        signs |= float_to_bits(s[j]);
-      }
-      if (exclude >= base && exclude < base + m) s[exclude - base] = 0.0f;
-    });
+    const double mass = block_mass<Block>(
+        n,
+        [&](int64_t base, int64_t m, float* s) {
+          for (int64_t j = 0; j < m; ++j) signs |= float_to_bits(to_float(x[base + j]));
+          fill_probs(x, exclude, base, m, s);
+        },
+        sum);
     return MassResult{mass, (signs >> 31) == 0 && mass <= std::numeric_limits<double>::max()};
   }
 
-  static int64_t prob_scan(const void* xv, int64_t n, int64_t exclude, double target) {
-    const T* x = row(xv);
-    return block_scan(
-        n,
-        [&](int64_t base, int64_t m, float* s) {
-          for (int64_t j = 0; j < m; ++j) s[j] = to_float(x[base + j]);
-          if (exclude >= base && exclude < base + m) s[exclude - base] = 0.0f;
-        },
-        target);
+  static void fill_probs(const T* x, int64_t exclude, int64_t base, int64_t m, float* s) {
+    for (int64_t j = 0; j < m; ++j) s[j] = to_float(x[base + j]);
+    if (exclude >= base && exclude < base + m) s[exclude - base] = 0.0f;
+    pad(s, m);
   }
 
   static void fill_exp(const T* x, ExpMap e, int64_t base, int64_t m, float* s) {
     for (int64_t j = 0; j < m; ++j) s[j] = exp_nonpositive((to_float(x[base + j]) - e.xmax) * e.inv_temp);
-  }
-
-  static double exp_mass(const void* xv, int64_t n, ExpMap e) {
-    const T* x = row(xv);
-    return block_mass(n, [&](int64_t base, int64_t m, float* s) { fill_exp(x, e, base, m, s); });
-  }
-
-  static int64_t exp_scan(const void* xv, int64_t n, ExpMap e, double target) {
-    const T* x = row(xv);
-    return block_scan(
-        n, [&](int64_t base, int64_t m, float* s) { fill_exp(x, e, base, m, s); }, target);
+    pad(s, m);
   }
 
   // max(0, vp * a - vq * b) over a block whose vp and vq are already in s and t.
@@ -156,26 +124,9 @@ struct Reference {
   static void fill_prob_residual(const T* p, const T* q, float a, float b, int64_t base,
                                  int64_t m, float* s) {
     alignas(64) float t[kBlock];
-    for (int64_t j = 0; j < m; ++j) {
-      s[j] = to_float(p[base + j]);
-      t[j] = to_float(q[base + j]);
-    }
+    fill_probs(p, -1, base, m, s);
+    fill_probs(q, -1, base, m, t);
     residual(s, t, m, a, b);
-  }
-
-  static double prob_residual_mass(const void* pv, const void* qv, int64_t n, float a, float b) {
-    const T *p = row(pv), *q = row(qv);
-    return block_mass(n, [&](int64_t base, int64_t m, float* s) {
-      fill_prob_residual(p, q, a, b, base, m, s);
-    });
-  }
-
-  static int64_t prob_residual_scan(const void* pv, const void* qv, int64_t n, float a, float b,
-                                    double target) {
-    const T *p = row(pv), *q = row(qv);
-    return block_scan(
-        n, [&](int64_t base, int64_t m, float* s) { fill_prob_residual(p, q, a, b, base, m, s); },
-        target);
   }
 
   static void fill_exp_residual(const T* p, const T* q, ExpMap mp, ExpMap mq, float a, float b,
@@ -185,34 +136,11 @@ struct Reference {
     fill_exp(q, mq, base, m, t);
     residual(s, t, m, a, b);
   }
-
-  static double exp_residual_mass(const void* pv, const void* qv, int64_t n, ExpMap mp, ExpMap mq,
-                                  float a, float b) {
-    const T *p = row(pv), *q = row(qv);
-    return block_mass(n, [&](int64_t base, int64_t m, float* s) {
-      fill_exp_residual(p, q, mp, mq, a, b, base, m, s);
-    });
-  }
-
-  static int64_t exp_residual_scan(const void* pv, const void* qv, int64_t n, ExpMap mp,
-                                   ExpMap mq, float a, float b, double target) {
-    const T *p = row(pv), *q = row(qv);
-    return block_scan(
-        n,
-        [&](int64_t base, int64_t m, float* s) { fill_exp_residual(p, q, mp, mq, a, b, base, m, s); },
-        target);
-  }
-
-  static RowKernels table() {
-    return RowKernels{argmax,        prob_mass,          prob_scan,          logit_max,
-                      exp_mass,      exp_scan,           prob_residual_mass, prob_residual_scan,
-                      exp_residual_mass, exp_residual_scan, load};
-  }
 };
 
-const RowKernels kReferenceF32 = Reference<float>::table();
-const RowKernels kReferenceF16 = Reference<Half>::table();
-const RowKernels kReferenceBF16 = Reference<BFloat16>::table();
+const RowKernels kReferenceF32 = BlockPasses<Reference<float>>::table();
+const RowKernels kReferenceF16 = BlockPasses<Reference<Half>>::table();
+const RowKernels kReferenceBF16 = BlockPasses<Reference<BFloat16>>::table();
 
 }  // namespace
 

@@ -137,19 +137,13 @@ struct VectorKernels {
     std::memcpy(s, buf, sizeof buf);
   }
 
-  template <class Fill>
-  static double mass(int64_t n, const Fill& fill) {
-    return block_mass<Block>(n, fill, fold);
-  }
-  template <class Fill>
-  static int64_t scan(int64_t n, const Fill& fill, double target) {
-    return block_scan<Block>(n, fill, fold, target);
-  }
-
   template <class T>
   struct Row {
+    using Elem = T;
+    using Block = typename VectorKernels::Block;
     static const T* row(const void* x) { return static_cast<const T*>(x); }
-    static float load_one(const void* x, int64_t j) { return to_float(row(x)[j]); }
+    static float sum(const Block& s) { return fold(s); }
+    static float load(const void* x, int64_t j) { return to_float(row(x)[j]); }
 
     struct MaxScan {
       float max;
@@ -258,25 +252,22 @@ struct VectorKernels {
     static MassResult prob_mass(const void* xv, int64_t n, int64_t exclude) {
       const T* x = row(xv);
       U signs = {};
-      const double total = mass(n, [&](int64_t base, int64_t m, F* s) {
-        load_block(x + base, m, s);
-        for (int k = 0; k < kVecs; ++k) signs |= (U)s[k];
-        exclude_lane(s, base, m, exclude);
-      });
+      const double total = block_mass<Block>(
+          n,
+          [&](int64_t base, int64_t m, F* s) {
+            load_block(x + base, m, s);
+            for (int k = 0; k < kVecs; ++k) signs |= (U)s[k];
+            exclude_lane(s, base, m, exclude);
+          },
+          sum);
       uint32_t any = 0;
       for (int l = 0; l < W; ++l) any |= signs[l];
       return MassResult{total, (any >> 31) == 0 && total <= std::numeric_limits<double>::max()};
     }
 
-    static int64_t prob_scan(const void* xv, int64_t n, int64_t exclude, double target) {
-      const T* x = row(xv);
-      return scan(
-          n,
-          [&](int64_t base, int64_t m, F* s) {
-            load_block(x + base, m, s);
-            exclude_lane(s, base, m, exclude);
-          },
-          target);
+    static void fill_probs(const T* x, int64_t exclude, int64_t base, int64_t m, F* s) {
+      load_block(x + base, m, s);
+      exclude_lane(s, base, m, exclude);
     }
 
     static void fill_exp(const T* x, ExpMap e, int64_t base, int64_t m, F* s) {
@@ -284,17 +275,6 @@ struct VectorKernels {
       const F xmax = splat(e.xmax), inv_temp = splat(e.inv_temp);
       for (int k = 0; k < kVecs; ++k) s[k] = exp((s[k] - xmax) * inv_temp);
       clear_tail(s, m);
-    }
-
-    static double exp_mass(const void* xv, int64_t n, ExpMap e) {
-      const T* x = row(xv);
-      return mass(n, [&](int64_t base, int64_t m, F* s) { fill_exp(x, e, base, m, s); });
-    }
-
-    static int64_t exp_scan(const void* xv, int64_t n, ExpMap e, double target) {
-      const T* x = row(xv);
-      return scan(
-          n, [&](int64_t base, int64_t m, F* s) { fill_exp(x, e, base, m, s); }, target);
     }
 
     static void residual(F* s, const F* t, float a, float b) {
@@ -313,22 +293,6 @@ struct VectorKernels {
       residual(s, t, a, b);
     }
 
-    static double prob_residual_mass(const void* pv, const void* qv, int64_t n, float a,
-                                     float b) {
-      const T *p = row(pv), *q = row(qv);
-      return mass(n, [&](int64_t base, int64_t m, F* s) {
-        fill_prob_residual(p, q, a, b, base, m, s);
-      });
-    }
-
-    static int64_t prob_residual_scan(const void* pv, const void* qv, int64_t n, float a,
-                                      float b, double target) {
-      const T *p = row(pv), *q = row(qv);
-      return scan(
-          n, [&](int64_t base, int64_t m, F* s) { fill_prob_residual(p, q, a, b, base, m, s); },
-          target);
-    }
-
     static void fill_exp_residual(const T* p, const T* q, ExpMap mp, ExpMap mq, float a,
                                   float b, int64_t base, int64_t m, F* s) {
       F t[kVecs];
@@ -336,34 +300,12 @@ struct VectorKernels {
       fill_exp(q, mq, base, m, t);
       residual(s, t, a, b);
     }
-
-    static double exp_residual_mass(const void* pv, const void* qv, int64_t n, ExpMap mp,
-                                    ExpMap mq, float a, float b) {
-      const T *p = row(pv), *q = row(qv);
-      return mass(n, [&](int64_t base, int64_t m, F* s) {
-        fill_exp_residual(p, q, mp, mq, a, b, base, m, s);
-      });
-    }
-
-    static int64_t exp_residual_scan(const void* pv, const void* qv, int64_t n, ExpMap mp,
-                                     ExpMap mq, float a, float b, double target) {
-      const T *p = row(pv), *q = row(qv);
-      return scan(
-          n,
-          [&](int64_t base, int64_t m, F* s) { fill_exp_residual(p, q, mp, mq, a, b, base, m, s); },
-          target);
-    }
-
-    static RowKernels table() {
-      return RowKernels{argmax,        prob_mass,          prob_scan,          logit_max,
-                        exp_mass,      exp_scan,           prob_residual_mass, prob_residual_scan,
-                        exp_residual_mass, exp_residual_scan, load_one};
-    }
   };
 
   static const RowKernels& get(DType dtype) {
-    static const RowKernels f32 = Row<float>::table(), f16 = Row<Half>::table(),
-                            bf16 = Row<BFloat16>::table();
+    static const RowKernels f32 = BlockPasses<Row<float>>::table(),
+                            f16 = BlockPasses<Row<Half>>::table(),
+                            bf16 = BlockPasses<Row<BFloat16>>::table();
     switch (dtype) {
       case DType::kFloat16: return f16;
       case DType::kBFloat16: return bf16;
