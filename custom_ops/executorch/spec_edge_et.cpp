@@ -82,6 +82,19 @@ bool prepare_out(Tensor& out, executorch::aten::ArrayRef<SizesType> sizes, const
   return true;
 }
 
+// The (n_accepted, next_token) out tensors at stack[at], stack[at + 1]: shape [] or [B].
+bool prepare_result(Span<EValue*> stack, size_t at, int64_t batch, bool single,
+                    spec_edge::VerifyResult* result) {
+  Tensor& n_accepted = stack[at]->toTensor();
+  Tensor& next_token = stack[at + 1]->toTensor();
+  const SizesType sizes[1] = {static_cast<SizesType>(batch)};
+  const executorch::aten::ArrayRef<SizesType> shape(sizes, single ? 0 : 1);
+  if (!prepare_out(n_accepted, shape, "n_accepted") || !prepare_out(next_token, shape, "next_token"))
+    return false;
+  *result = {n_accepted.mutable_data_ptr<int64_t>(), next_token.mutable_data_ptr<int64_t>()};
+  return true;
+}
+
 bool ok(const spec_edge::Status& s, const char* op) {
   if (s.is_ok()) return true;
   ET_LOG(Error, "spec_edge::%s: %s", op, s.message());
@@ -110,17 +123,9 @@ void verify_greedy_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   ET_KERNEL_CHECK(ctx, validate_rows(target, single, "target_probs", &rows), InvalidArgument, );
   ET_KERNEL_CHECK(ctx, validate_tokens(stack[1]->toTensor(), single, "draft_tokens", &tokens),
                   InvalidArgument, );
-  Tensor& n_accepted = stack[2]->toTensor();
-  Tensor& next_token = stack[3]->toTensor();
-  const SizesType batch[1] = {static_cast<SizesType>(rows.batch)};
-  const executorch::aten::ArrayRef<SizesType> shape(batch, single ? 0 : 1);
-  ET_KERNEL_CHECK(ctx, prepare_out(n_accepted, shape, "n_accepted"), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, prepare_out(next_token, shape, "next_token"), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx,
-                  ok(spec_edge::verify_greedy(rows, tokens,
-                                              {n_accepted.mutable_data_ptr<int64_t>(),
-                                               next_token.mutable_data_ptr<int64_t>()}),
-                     "verify_greedy"),
+  spec_edge::VerifyResult result;
+  ET_KERNEL_CHECK(ctx, prepare_result(stack, 2, rows.batch, single, &result), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, ok(spec_edge::verify_greedy(rows, tokens, result), "verify_greedy"),
                   InvalidArgument, );
 }
 
@@ -152,18 +157,11 @@ void accept_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   uniforms.len = u.size(u_rank - 1);
   uniforms.batch_stride = single ? 0 : u.strides()[0];
   uniforms.stride = u.strides()[u_rank - 1];
-  Tensor& n_accepted = stack[4]->toTensor();
-  Tensor& next_token = stack[5]->toTensor();
-  const SizesType batch[1] = {static_cast<SizesType>(p.batch)};
-  const executorch::aten::ArrayRef<SizesType> shape(batch, single ? 0 : 1);
-  ET_KERNEL_CHECK(ctx, prepare_out(n_accepted, shape, "n_accepted"), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, prepare_out(next_token, shape, "next_token"), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx,
-                  ok(spec_edge::accept(p, draft ? &q : nullptr, tokens, uniforms,
-                                       {n_accepted.mutable_data_ptr<int64_t>(),
-                                        next_token.mutable_data_ptr<int64_t>()}),
-                     "accept"),
-                  InvalidArgument, );
+  spec_edge::VerifyResult result;
+  ET_KERNEL_CHECK(ctx, prepare_result(stack, 4, p.batch, single, &result), InvalidArgument, );
+  ET_KERNEL_CHECK(
+      ctx, ok(spec_edge::accept(p, draft ? &q : nullptr, tokens, uniforms, result), "accept"),
+      InvalidArgument, );
 }
 
 template <class T>
