@@ -238,3 +238,15 @@ def test_spec_edge_isa_environment_variable(forced):
     else:  # an unknown path is reported, and the automatic choice is kept
         assert run.stdout.strip() == spec_edge.available_isas()[0]
         assert "SPEC_EDGE_ISA=no-such-isa is not available here" in run.stderr
+
+
+def test_missing_native_library_is_a_clear_import_error(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, SPEC_EDGE_LIB_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", "import spec_edge"], env=env, capture_output=True, text=True)
+    assert run.returncode != 0
+    assert f"cannot find the op library at {tmp_path}/libspec_edge_aten.so" in run.stderr
+    assert "make build" in run.stderr

@@ -17,21 +17,22 @@ _loaded: Path | None = None
 _handle: ctypes.CDLL | None = None
 
 
-def library_dir() -> Path:
-    """Where the native libraries are: ``$SPEC_EDGE_LIB_DIR`` or the package's ``_lib``."""
-    return Path(os.environ.get("SPEC_EDGE_LIB_DIR") or Path(__file__).parent / "_lib")
+def native_library(name: str, what: str) -> Path:
+    """Canonical path of library `name` in ``$SPEC_EDGE_LIB_DIR`` or the package's ``_lib``."""
+    lib_dir = Path(os.environ.get("SPEC_EDGE_LIB_DIR") or Path(__file__).parent / "_lib")
+    path = lib_dir / name
+    if not path.is_file():
+        raise ImportError(
+            f"spec_edge: cannot find {what} at {path}. Build it with `make build` (or "
+            f"`pip install --no-build-isolation .`), or point SPEC_EDGE_LIB_DIR at the directory "
+            f"that holds {name}."
+        )
+    return path.resolve()
 
 
 def library_path() -> Path:
     """Path of the ATen op library."""
-    path = library_dir() / _LIB_NAME
-    if not path.is_file():
-        raise ImportError(
-            f"spec_edge: native library not found at {path}. Build it with `make build` "
-            "(or `pip install .`), or point SPEC_EDGE_LIB_DIR at the directory that holds "
-            f"{_LIB_NAME}."
-        )
-    return path.resolve()
+    return native_library(_LIB_NAME, "the op library")
 
 
 def load_library() -> Path:

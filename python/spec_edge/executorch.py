@@ -17,20 +17,15 @@ import ctypes
 import os
 from pathlib import Path
 
-from ._native import library_dir
+from ._native import native_library
 
 _LIB_NAME = "libspec_edge_executorch.so"
 _loaded: Path | None = None
 
 
 def library_path() -> Path:
-    path = library_dir() / _LIB_NAME
-    if not path.is_file():
-        raise ImportError(
-            f"spec_edge: ExecuTorch kernel library not found at {path}. It is built when the "
-            "executorch package is installed at build time (`make build`)."
-        )
-    return path.resolve()
+    """Path of the ExecuTorch kernel library (built when executorch is installed at build time)."""
+    return native_library(_LIB_NAME, "the ExecuTorch kernel library")
 
 
 def load() -> Path:
