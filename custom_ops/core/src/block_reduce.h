@@ -75,9 +75,17 @@ static int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double ta
 
 namespace {
 
+// A row's maximum (NaN ignored, or unspecified when a NaN is present), and whether a NaN or +inf
+// was seen: what each path's max scan returns.
+struct MaxScan {
+  float max;
+  bool nan, pos_inf;
+};
+
 // The row passes every path builds the same way from its block fills. `Path` provides Elem (the
-// row's element type), Block, sum(block) (the fold), load, argmax, logit_max and prob_mass, and
-// the fills, each writing the m values of the block at `base` and zeros past them:
+// row's element type), Block, sum(block) (the fold), load, max_scan(x, n),
+// first_index_of(x, n, value), prob_mass, and the fills, each writing the m values of the block
+// at `base` and zeros past them:
 //   fill_probs(x, exclude, base, m, s), fill_exp(x, map, base, m, s),
 //   fill_prob_residual(p, q, a, b, base, m, s), fill_exp_residual(p, q, mp, mq, a, b, base, m, s).
 template <class Path>
@@ -85,6 +93,27 @@ struct BlockPasses {
   using T = typename Path::Elem;
   using Block = typename Path::Block;
   static const T* row(const void* x) { return static_cast<const T*>(x); }
+
+  static ArgmaxResult argmax(const void* xv, int64_t n) {
+    const T* x = row(xv);
+    const MaxScan s = Path::max_scan(x, n);
+    ArgmaxResult r;
+    if (!s.nan) {
+      r.index = Path::first_index_of(x, n, s.max);
+      return r;
+    }
+    for (int64_t j = 0; j < n; ++j)
+      if (to_float(x[j]) != to_float(x[j])) {
+        r.nan_at = j;
+        break;
+      }
+    return r;
+  }
+
+  static MaxResult logit_max(const void* x, int64_t n) {
+    const MaxScan s = Path::max_scan(row(x), n);
+    return MaxResult{s.max, !(s.nan || s.pos_inf)};
+  }
 
   template <class Fill>
   static double mass(int64_t n, const Fill& fill) {
@@ -138,8 +167,8 @@ struct BlockPasses {
   }
 
   static RowKernels table() {
-    return RowKernels{Path::argmax,       Path::prob_mass,    prob_scan,
-                      Path::logit_max,    exp_mass,           exp_scan,
+    return RowKernels{argmax,             Path::prob_mass,    prob_scan,
+                      logit_max,          exp_mass,           exp_scan,
                       prob_residual_mass, prob_residual_scan, exp_residual_mass,
                       exp_residual_scan,  Path::load};
   }

@@ -27,10 +27,6 @@ struct Reference {
   // The maximum (NaN ignored) and whether a NaN or +inf was seen, in kLanes independent lanes
   // (a layout compilers vectorize).
   static constexpr int kLanes = 16;
-  struct MaxScan {
-    float max;
-    bool nan, pos_inf;
-  };
   static MaxScan max_scan(const T* x, int64_t n) {
     alignas(64) float m[kLanes];
     alignas(64) int nan[kLanes], inf[kLanes];
@@ -61,30 +57,11 @@ struct Reference {
     return r;
   }
 
-  // First index of the maximum; a row of -inf has it at 0.
-  static ArgmaxResult argmax(const void* xv, int64_t n) {
-    const T* x = row(xv);
-    const MaxScan s = max_scan(x, n);
-    ArgmaxResult r;
-    if (s.nan) {
-      for (int64_t j = 0; j < n; ++j)
-        if (to_float(x[j]) != to_float(x[j])) {
-          r.nan_at = j;
-          return r;
-        }
-    }
-    r.index = 0;
+  // First index holding `value` (0 if none: a row of -inf with NaN has no match).
+  static int64_t first_index_of(const T* x, int64_t n, float value) {
     for (int64_t j = 0; j < n; ++j)
-      if (to_float(x[j]) == s.max) {
-        r.index = j;
-        break;
-      }
-    return r;
-  }
-
-  static MaxResult logit_max(const void* xv, int64_t n) {
-    const MaxScan s = max_scan(row(xv), n);
-    return MaxResult{s.max, !(s.nan || s.pos_inf)};
+      if (to_float(x[j]) == value) return j;
+    return 0;
   }
 
   // A NaN or +inf makes some block sum, and so the mass, non-finite; a negative value sets a

@@ -145,10 +145,6 @@ struct VectorKernels {
     static float sum(const Block& s) { return fold(s); }
     static float load(const void* x, int64_t j) { return to_float(row(x)[j]); }
 
-    struct MaxScan {
-      float max;
-      bool nan, pos_inf;
-    };
     // One step of the maximum scan with each ISA's own max instruction (the maximum is exact,
     // so any order gives the same value): NEON's fmax propagates NaN into the maximum, x86's
     // max ignores a NaN operand, which a separate unordered compare records.
@@ -203,20 +199,9 @@ struct VectorKernels {
       return r;
     }
 
-    static ArgmaxResult argmax(const void* xv, int64_t n) {
-      const T* x = row(xv);
-      const MaxScan s = max_scan(x, n);
-      ArgmaxResult r;
-      if (s.nan) {
-        for (int64_t j = 0; j < n; ++j)
-          if (to_float(x[j]) != to_float(x[j])) {
-            r.nan_at = j;
-            return r;
-          }
-      }
-      // First index equal to the maximum: whole blocks tested with vectors, then element-wise.
-      r.index = 0;
-      const F mx = splat(s.max);
+    // First index holding `value`: whole blocks tested with vectors, then element-wise.
+    static int64_t first_index_of(const T* x, int64_t n, float value) {
+      const F mx = splat(value);
       F b[kVecs];
       int64_t base = 0;
       for (; base + kBlock <= n; base += kBlock) {
@@ -228,16 +213,8 @@ struct VectorKernels {
         if (any != 0) break;
       }
       for (int64_t j = base; j < n; ++j)
-        if (to_float(x[j]) == s.max) {
-          r.index = j;
-          break;
-        }
-      return r;
-    }
-
-    static MaxResult logit_max(const void* xv, int64_t n) {
-      const MaxScan s = max_scan(row(xv), n);
-      return MaxResult{s.max, !(s.nan || s.pos_inf)};
+        if (to_float(x[j]) == value) return j;
+      return 0;
     }
 
     static void exclude_lane(F* s, int64_t base, int64_t m, int64_t exclude) {
