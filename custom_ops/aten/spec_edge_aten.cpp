@@ -188,23 +188,50 @@ struct SamplingParams {
         offset(per_row<int64_t>(o, at::kLong, "offset", offset_holder)) {}
 };
 
+using OptTensor = std::optional<at::Tensor>;
+
+// The optional filter tensors (None: filter off) as core filters.
+struct FilterParams {
+  at::Tensor top_k_h, top_p_h, min_p_h, penalty_h, prev_h;
+  spec_edge::Filters filters;
+  FilterParams(const OptTensor& top_k, const OptTensor& top_p, const OptTensor& min_p,
+               const OptTensor& repetition_penalty, const OptTensor& prev_tokens) {
+    if (top_k) filters.top_k = per_row<int64_t>(*top_k, at::kLong, "top_k", top_k_h);
+    if (top_p) filters.top_p = per_row<float>(*top_p, at::kFloat, "top_p", top_p_h);
+    if (min_p) filters.min_p = per_row<float>(*min_p, at::kFloat, "min_p", min_p_h);
+    if (repetition_penalty)
+      filters.repetition_penalty =
+          per_row<float>(*repetition_penalty, at::kFloat, "repetition_penalty", penalty_h);
+    if (prev_tokens) {
+      TORCH_CHECK_VALUE(prev_tokens->dim() == 1 || prev_tokens->dim() == 2,
+                        "prev_tokens: expected shape [L] or [B, L], got ", prev_tokens->sizes());
+      prev_h = prev_tokens->dim() == 1 ? prev_tokens->unsqueeze(0) : *prev_tokens;
+      filters.prev_tokens = tokens_view(prev_h, "prev_tokens");
+    }
+  }
+};
+
 // verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature,
-//            Tensor seed, Tensor offset, Tensor? num_draft=None, *, Tensor(a!) accept_len,
-//            Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
+//            Tensor seed, Tensor offset, Tensor? num_draft=None, Tensor? top_k=None, ...,
+//            *, Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
 std::tuple<at::Tensor&, at::Tensor&> verify_out(
     const at::Tensor& target_logits, const at::Tensor& draft_logits, const at::Tensor& draft_tokens,
     const at::Tensor& temperature, const at::Tensor& seed, const at::Tensor& offset,
-    const std::optional<at::Tensor>& num_draft, at::Tensor& accept_len, at::Tensor& out) {
+    const OptTensor& num_draft, const OptTensor& top_k, const OptTensor& top_p,
+    const OptTensor& min_p, const OptTensor& repetition_penalty, const OptTensor& prev_tokens,
+    at::Tensor& accept_len, at::Tensor& out) {
   at::Tensor target = target_logits, draft = draft_logits, tokens = draft_tokens;
   const spec_edge::Rows p = rows_view(target, "target_logits");
   const spec_edge::Rows q = rows_view(draft, "draft_logits");
   const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens");
   at::Tensor num_h;
   const SamplingParams sampling(temperature, seed, offset);
+  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens);
   spec_edge::VerifyParams params;
   params.temperature = sampling.temperature;
   params.seed = sampling.seed;
   params.offset = sampling.offset;
+  params.filters = filter.filters;
   if (num_draft.has_value()) {
     check_cpu(*num_draft, "num_draft");
     TORCH_CHECK_VALUE(num_draft->dim() == 1 && num_draft->size(0) == p.batch,
@@ -228,27 +255,36 @@ std::tuple<at::Tensor&, at::Tensor&> verify_out(
   return {accept_len, out};
 }
 
-std::tuple<at::Tensor, at::Tensor> verify(const at::Tensor& target_logits,
-                                          const at::Tensor& draft_logits,
-                                          const at::Tensor& draft_tokens,
-                                          const at::Tensor& temperature, const at::Tensor& seed,
-                                          const at::Tensor& offset,
-                                          const std::optional<at::Tensor>& num_draft) {
+std::tuple<at::Tensor, at::Tensor> verify(
+    const at::Tensor& target_logits, const at::Tensor& draft_logits, const at::Tensor& draft_tokens,
+    const at::Tensor& temperature, const at::Tensor& seed, const at::Tensor& offset,
+    const OptTensor& num_draft, const OptTensor& top_k, const OptTensor& top_p,
+    const OptTensor& min_p, const OptTensor& repetition_penalty, const OptTensor& prev_tokens) {
   at::Tensor len = at::empty({0}, at::kLong), out = at::empty({0}, at::kLong);
-  verify_out(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft, len,
-             out);
+  verify_out(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft, top_k,
+             top_p, min_p, repetition_penalty, prev_tokens, len, out);
   return {len, out};
 }
 
-// sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, *, Tensor(a!) out)
-//   -> Tensor(a!)
-at::Tensor& sample_out(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seed,
-                       const at::Tensor& offset, at::Tensor& out) {
+// A [B, V] logits tensor as [B, 1, V] rows.
+spec_edge::Rows logits_view(const at::Tensor& logits, at::Tensor& holder) {
   TORCH_CHECK_VALUE(logits.dim() == 2, "logits: expected shape [B, V], got ", logits.sizes());
-  at::Tensor rows = logits.unsqueeze(1);
-  const spec_edge::Rows r = rows_view(rows, "logits");
+  holder = logits.unsqueeze(1);
+  return rows_view(holder, "logits");
+}
+
+// sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, Tensor? top_k=None,
+//            ..., *, Tensor(a!) out) -> Tensor(a!)
+at::Tensor& sample_out(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seed,
+                       const at::Tensor& offset, const OptTensor& top_k, const OptTensor& top_p,
+                       const OptTensor& min_p, const OptTensor& repetition_penalty,
+                       const OptTensor& prev_tokens, at::Tensor& out) {
+  at::Tensor holder;
+  const spec_edge::Rows r = logits_view(logits, holder);
   const SamplingParams sampling(temperature, seed, offset);
-  const spec_edge::SampleParams params{sampling.temperature, sampling.seed, sampling.offset};
+  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens);
+  const spec_edge::SampleParams params{sampling.temperature, sampling.seed, sampling.offset,
+                                       filter.filters};
   TORCH_CHECK_TYPE(out.scalar_type() == at::kLong, "out: expected int64, got ", out.scalar_type());
   check_cpu(out, "out");
   at::native::resize_output(out, {r.batch});
@@ -258,13 +294,49 @@ at::Tensor& sample_out(const at::Tensor& logits, const at::Tensor& temperature, 
 }
 
 at::Tensor sample(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seed,
-                  const at::Tensor& offset) {
+                  const at::Tensor& offset, const OptTensor& top_k, const OptTensor& top_p,
+                  const OptTensor& min_p, const OptTensor& repetition_penalty,
+                  const OptTensor& prev_tokens) {
   at::Tensor out = at::empty({0}, at::kLong);
-  sample_out(logits, temperature, seed, offset, out);
+  sample_out(logits, temperature, seed, offset, top_k, top_p, min_p, repetition_penalty,
+             prev_tokens, out);
+  return out;
+}
+
+// filter_logits.out(Tensor logits, Tensor temperature, Tensor? top_k=None, ..., *,
+//                   Tensor(a!) out) -> Tensor(a!)
+at::Tensor& filter_logits_out(const at::Tensor& logits, const at::Tensor& temperature,
+                              const OptTensor& top_k, const OptTensor& top_p,
+                              const OptTensor& min_p, const OptTensor& repetition_penalty,
+                              const OptTensor& prev_tokens, at::Tensor& out) {
+  at::Tensor holder;
+  const spec_edge::Rows r = logits_view(logits, holder);
+  at::Tensor temperature_h;
+  const auto T = per_row<float>(temperature, at::kFloat, "temperature", temperature_h);
+  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens);
+  TORCH_CHECK_TYPE(out.scalar_type() == logits.scalar_type(), "out: expected dtype ",
+                   logits.scalar_type(), " (the logits'), got ", out.scalar_type());
+  check_cpu(out, "out");
+  at::native::resize_output(out, logits.sizes());
+  TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
+  at::Tensor result = out.scalar_type() == at::kFloat ? out : at::empty(logits.sizes(), at::kFloat);
+  raise_if_error(spec_edge::filter_logits(r, T, filter.filters, result.data_ptr<float>(), r.vocab));
+  if (!result.is_same(out)) out.copy_(result);
+  return out;
+}
+
+at::Tensor filter_logits(const at::Tensor& logits, const at::Tensor& temperature,
+                         const OptTensor& top_k, const OptTensor& top_p, const OptTensor& min_p,
+                         const OptTensor& repetition_penalty, const OptTensor& prev_tokens) {
+  at::Tensor out = at::empty({0}, logits.options());
+  filter_logits_out(logits, temperature, top_k, top_p, min_p, repetition_penalty, prev_tokens, out);
   return out;
 }
 
 }  // namespace
+
+#define FILTERS \
+  "Tensor? top_k=None, Tensor? top_p=None, Tensor? min_p=None, Tensor? repetition_penalty=None, Tensor? prev_tokens=None"
 
 TORCH_LIBRARY(spec_edge, m) {
   m.def(
@@ -280,17 +352,23 @@ TORCH_LIBRARY(spec_edge, m) {
       "accept.out(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms, "
       "*, Tensor(a!) n_accepted, Tensor(b!) next_token) "
       "-> (Tensor(a!) n_accepted, Tensor(b!) next_token)");
+  // Filters: None (the default) is off; see ops.h.
   m.def(
       "verify(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature, "
-      "Tensor seed, Tensor offset, Tensor? num_draft=None) -> (Tensor accept_len, Tensor out)");
+      "Tensor seed, Tensor offset, Tensor? num_draft=None, " FILTERS
+      ") -> (Tensor accept_len, Tensor out)");
   m.def(
       "verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, "
-      "Tensor temperature, Tensor seed, Tensor offset, Tensor? num_draft=None, *, "
-      "Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!) accept_len, Tensor(b!) out)");
-  m.def("sample(Tensor logits, Tensor temperature, Tensor seed, Tensor offset) -> Tensor");
+      "Tensor temperature, Tensor seed, Tensor offset, Tensor? num_draft=None, " FILTERS
+      ", *, Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!) accept_len, Tensor(b!) out)");
+  m.def("sample(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, " FILTERS
+        ") -> Tensor");
   m.def(
-      "sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, *, "
-      "Tensor(a!) out) -> Tensor(a!)");
+      "sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, " FILTERS
+      ", *, Tensor(a!) out) -> Tensor(a!)");
+  m.def("filter_logits(Tensor logits, Tensor temperature, " FILTERS ") -> Tensor");
+  m.def("filter_logits.out(Tensor logits, Tensor temperature, " FILTERS
+        ", *, Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
@@ -302,6 +380,8 @@ TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
   m.impl("verify.out", &verify_out);
   m.impl("sample", &sample);
   m.impl("sample.out", &sample_out);
+  m.impl("filter_logits", &filter_logits);
+  m.impl("filter_logits.out", &filter_logits_out);
 }
 
 // ISA queries for Python (ctypes), on the same library that registers the ops.

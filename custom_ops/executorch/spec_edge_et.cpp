@@ -4,6 +4,8 @@
 // hand: the stack holds the inputs, then the out tensors, then the return slot(s). Argument
 // checks follow ExecuTorch's custom ops (validate under ET_KERNEL_CHECK: a logged reason and
 // InvalidArgument, never a crash); value checks come from the core's Status.
+#include <vector>
+
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
@@ -70,9 +72,10 @@ bool validate_tokens(const Tensor& t, bool single, const char* name, spec_edge::
 }
 
 // Out tensors: int64, resized to `sizes`.
-bool prepare_out(Tensor& out, executorch::aten::ArrayRef<SizesType> sizes, const char* name) {
-  if (out.scalar_type() != ScalarType::Long) {
-    ET_LOG(Error, "%s: expected an int64 out tensor", name);
+bool prepare_out(Tensor& out, executorch::aten::ArrayRef<SizesType> sizes, const char* name,
+                 ScalarType dtype = ScalarType::Long) {
+  if (out.scalar_type() != dtype) {
+    ET_LOG(Error, "%s: expected an out tensor of dtype %d", name, static_cast<int>(dtype));
     return false;
   }
   if (executorch::runtime::resize_tensor(out, sizes) != Error::Ok) {
@@ -182,11 +185,38 @@ bool sampling_params(Span<EValue*> stack, size_t at, spec_edge::PerRow<float>* t
          per_row(stack[at + 2]->toTensor(), ScalarType::Long, "offset", offset);
 }
 
+// The five optional filters at `at`: top_k (int64), top_p, min_p, repetition_penalty (float32),
+// each a scalar or [B]; prev_tokens, int64 [L] or [B, L]. None leaves a filter off.
+bool filter_params(Span<EValue*> stack, size_t at, spec_edge::Filters* f) {
+  const Tensor* top_k = optional_tensor(stack[at]);
+  const Tensor* top_p = optional_tensor(stack[at + 1]);
+  const Tensor* min_p = optional_tensor(stack[at + 2]);
+  const Tensor* penalty = optional_tensor(stack[at + 3]);
+  if ((top_k && !per_row(*top_k, ScalarType::Long, "top_k", &f->top_k)) ||
+      (top_p && !per_row(*top_p, ScalarType::Float, "top_p", &f->top_p)) ||
+      (min_p && !per_row(*min_p, ScalarType::Float, "min_p", &f->min_p)) ||
+      (penalty && !per_row(*penalty, ScalarType::Float, "repetition_penalty", &f->repetition_penalty)))
+    return false;
+  if (const Tensor* prev = optional_tensor(stack[at + 4])) {
+    if ((prev->dim() != 1 && prev->dim() != 2) || prev->scalar_type() != ScalarType::Long) {
+      ET_LOG(Error, "prev_tokens: expected an int64 [L] or [B, L] tensor");
+      return false;
+    }
+    const bool flat = prev->dim() == 1;
+    f->prev_tokens.data = prev->const_data_ptr<int64_t>();
+    f->prev_tokens.batch = flat ? 1 : prev->size(0);
+    f->prev_tokens.len = prev->size(flat ? 0 : 1);
+    f->prev_tokens.batch_stride = flat ? 0 : prev->strides()[0];
+    f->prev_tokens.stride = prev->strides()[flat ? 0 : 1];
+  }
+  return true;
+}
+
 // verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature,
-//            Tensor seed, Tensor offset, Tensor? num_draft=None, *, Tensor(a!) accept_len,
-//            Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
+//            Tensor seed, Tensor offset, Tensor? num_draft=None, <filters>, *,
+//            Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
 void verify_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 9, "verify.out"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 14, "verify.out"), InvalidArgument, );
   spec_edge::Rows p, q;
   spec_edge::Tokens tokens;
   spec_edge::VerifyParams params;
@@ -207,8 +237,9 @@ void verify_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
                         static_cast<long long>(p.batch));
     params.num_draft = num_draft->const_data_ptr<int64_t>();
   }
-  Tensor& accept_len = stack[7]->toTensor();
-  Tensor& out = stack[8]->toTensor();
+  ET_KERNEL_CHECK(ctx, filter_params(stack, 7, &params.filters), InvalidArgument, );
+  Tensor& accept_len = stack[12]->toTensor();
+  Tensor& out = stack[13]->toTensor();
   const SizesType len_shape[1] = {static_cast<SizesType>(p.batch)};
   const SizesType out_shape[2] = {static_cast<SizesType>(p.batch), static_cast<SizesType>(p.rows)};
   ET_KERNEL_CHECK(ctx, prepare_out(accept_len, {len_shape, 1}, "accept_len"), InvalidArgument, );
@@ -221,26 +252,61 @@ void verify_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
                   InvalidArgument, );
 }
 
-// sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, *, Tensor(a!) out)
-//   -> Tensor(a!)
+// [B, V] logits read as B rows of one.
+bool validate_logits(const Tensor& logits, spec_edge::Rows* rows) {
+  if (!validate_rows(logits, /*single=*/true, "logits", rows)) return false;
+  rows->batch = rows->rows;
+  rows->batch_stride = rows->row_stride;
+  rows->rows = 1;
+  return true;
+}
+
+// sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, <filters>, *,
+//            Tensor(a!) out) -> Tensor(a!)
 void sample_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 5, "sample.out"), InvalidArgument, );
-  const Tensor& logits = stack[0]->toTensor();
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 10, "sample.out"), InvalidArgument, );
   spec_edge::Rows rows;
-  ET_KERNEL_CHECK(ctx, validate_rows(logits, /*single=*/true, "logits", &rows), InvalidArgument, );
-  // [B, V] is read as B rows of one: batch = B, one row each.
-  rows.batch = rows.rows;
-  rows.batch_stride = rows.row_stride;
-  rows.rows = 1;
+  ET_KERNEL_CHECK(ctx, validate_logits(stack[0]->toTensor(), &rows), InvalidArgument, );
   spec_edge::SampleParams params;
   ET_KERNEL_CHECK(
       ctx, sampling_params(stack, 1, &params.temperature, &params.seed, &params.offset),
       InvalidArgument, );
-  Tensor& out = stack[4]->toTensor();
+  ET_KERNEL_CHECK(ctx, filter_params(stack, 4, &params.filters), InvalidArgument, );
+  Tensor& out = stack[9]->toTensor();
   const SizesType shape[1] = {static_cast<SizesType>(rows.batch)};
   ET_KERNEL_CHECK(ctx, prepare_out(out, {shape, 1}, "out"), InvalidArgument, );
   ET_KERNEL_CHECK(ctx, ok(spec_edge::sample(rows, params, out.mutable_data_ptr<int64_t>()), "sample"),
                   InvalidArgument, );
+}
+
+// filter_logits.out(Tensor logits, Tensor temperature, <filters>, *, Tensor(a!) out)
+//   -> Tensor(a!)
+void filter_logits_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 8, "filter_logits.out"), InvalidArgument, );
+  const Tensor& logits = stack[0]->toTensor();
+  spec_edge::Rows rows;
+  ET_KERNEL_CHECK(ctx, validate_logits(logits, &rows), InvalidArgument, );
+  spec_edge::PerRow<float> temperature;
+  spec_edge::Filters filters;
+  ET_KERNEL_CHECK(ctx, per_row(stack[1]->toTensor(), ScalarType::Float, "temperature", &temperature),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, filter_params(stack, 2, &filters), InvalidArgument, );
+  Tensor& out = stack[7]->toTensor();
+  ET_KERNEL_CHECK(ctx, prepare_out(out, logits.sizes(), "out", logits.scalar_type()),
+                  InvalidArgument, );
+  const bool f32 = out.scalar_type() == ScalarType::Float;
+  std::vector<float> scratch(f32 ? 0 : static_cast<size_t>(out.numel()));
+  float* result = f32 ? out.mutable_data_ptr<float>() : scratch.data();
+  ET_KERNEL_CHECK(
+      ctx, ok(spec_edge::filter_logits(rows, temperature, filters, result, rows.vocab), "filter_logits"),
+      InvalidArgument, );
+  if (out.scalar_type() == ScalarType::Half) {
+    auto* o = out.mutable_data_ptr<executorch::aten::Half>();
+    for (size_t i = 0; i < scratch.size(); ++i) o[i] = executorch::aten::Half(scratch[i]);
+  } else if (out.scalar_type() == ScalarType::BFloat16) {
+    auto* o = out.mutable_data_ptr<executorch::aten::BFloat16>();
+    for (size_t i = 0; i < scratch.size(); ++i) o[i] = executorch::aten::BFloat16(scratch[i]);
+  }
 }
 
 const executorch::runtime::Kernel kKernels[] = {
@@ -248,6 +314,7 @@ const executorch::runtime::Kernel kKernels[] = {
     executorch::runtime::Kernel("spec_edge::accept.out", accept_out),
     executorch::runtime::Kernel("spec_edge::verify.out", verify_out),
     executorch::runtime::Kernel("spec_edge::sample.out", sample_out),
+    executorch::runtime::Kernel("spec_edge::filter_logits.out", filter_logits_out),
 };
 constexpr size_t kKernelCount = sizeof(kKernels) / sizeof(kKernels[0]);
 

@@ -13,14 +13,24 @@ from .analysis import (
     greedy_acceptance_rate,
 )
 from .decoder import DecodeStats, SpeculativeDecoder
-from .ops import BatchVerifyResult, VerifyResult, accept, accept_with_uniforms, sample, verify, verify_greedy
+from .ops import (
+    BatchVerifyResult,
+    Filters,
+    VerifyResult,
+    accept,
+    accept_with_uniforms,
+    filter_logits,
+    sample,
+    verify,
+    verify_greedy,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BatchVerifyResult", "DecodeStats", "SpeculativeDecoder", "VerifyResult", "accept",
+    "BatchVerifyResult", "DecodeStats", "Filters", "SpeculativeDecoder", "VerifyResult", "accept",
     "accept_with_uniforms", "acceptance_rate", "accepted_length_distribution", "active_isa",
-    "available_isas", "draft_free_acceptance_rate", "expected_accepted_length",
+    "available_isas", "draft_free_acceptance_rate", "filter_logits", "expected_accepted_length",
     "expected_tokens_per_round", "greedy_acceptance_rate", "library_path", "load_library",
     "sample", "select_isa", "verify", "verify_greedy",
 ]

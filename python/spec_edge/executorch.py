@@ -7,8 +7,9 @@ the same operator registry that ExecuTorch's Python runtime uses, so ``.pte`` pr
 Example:
     >>> import spec_edge.executorch
     >>> path = spec_edge.executorch.load()
-    >>> sorted(spec_edge.executorch.registered_ops())
-    ['spec_edge::accept.out', 'spec_edge::sample.out', 'spec_edge::verify.out', 'spec_edge::verify_greedy.out']
+    >>> sorted(spec_edge.executorch.registered_ops())  # doctest: +NORMALIZE_WHITESPACE
+    ['spec_edge::accept.out', 'spec_edge::filter_logits.out', 'spec_edge::sample.out',
+     'spec_edge::verify.out', 'spec_edge::verify_greedy.out']
 """
 
 from __future__ import annotations

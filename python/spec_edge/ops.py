@@ -50,7 +50,8 @@ def _accept_fake(target_probs, draft_probs, draft_tokens, uniforms):
 
 
 @torch.library.register_fake("spec_edge::verify")
-def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft=None):
+def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft=None,
+                 top_k=None, top_p=None, min_p=None, repetition_penalty=None, prev_tokens=None):
     _check_rank(target_logits, (3,), "target_logits", "[B, K+1, V]")
     batch, rows = target_logits.shape[0], target_logits.shape[1]
     return (target_logits.new_empty((batch,), dtype=torch.long),
@@ -58,9 +59,17 @@ def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, o
 
 
 @torch.library.register_fake("spec_edge::sample")
-def _sample_fake(logits, temperature, seed, offset):
+def _sample_fake(logits, temperature, seed, offset, top_k=None, top_p=None, min_p=None,
+                 repetition_penalty=None, prev_tokens=None):
     _check_rank(logits, (2,), "logits", "[B, V]")
     return logits.new_empty(logits.shape[:1], dtype=torch.long)
+
+
+@torch.library.register_fake("spec_edge::filter_logits")
+def _filter_logits_fake(logits, temperature, top_k=None, top_p=None, min_p=None,
+                        repetition_penalty=None, prev_tokens=None):
+    _check_rank(logits, (2,), "logits", "[B, V]")
+    return torch.empty_like(logits)
 
 
 def verify_greedy(target_probs: torch.Tensor, draft_tokens: torch.Tensor) -> VerifyResult:
@@ -133,6 +142,31 @@ def _param(value, dtype: torch.dtype) -> torch.Tensor:
     return value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=dtype)
 
 
+class Filters(NamedTuple):
+    """The sampling filters of the transformers chain, applied in its order (docs/FILTERS.md).
+
+    Each is a scalar or a per-row ``[B]`` tensor; the neutral value switches a filter off and
+    costs nothing. ``prev_tokens`` (``[L]`` or ``[B, L]`` int64, ``-1`` as padding) lists the ids
+    the repetition penalty applies to, once per distinct id.
+    """
+
+    top_k: int | torch.Tensor = 0
+    top_p: float | torch.Tensor = 1.0
+    min_p: float | torch.Tensor = 0.0
+    repetition_penalty: float | torch.Tensor = 1.0
+    prev_tokens: torch.Tensor | None = None
+
+    def op_args(self) -> tuple:
+        """The optional tensors of the ops, ``None`` for a filter left at its neutral value."""
+        def opt(value, neutral, dtype):
+            if isinstance(value, torch.Tensor):
+                return value
+            return None if value == neutral else torch.tensor(value, dtype=dtype)
+        return (opt(self.top_k, 0, torch.long), opt(self.top_p, 1.0, torch.float32),
+                opt(self.min_p, 0.0, torch.float32),
+                opt(self.repetition_penalty, 1.0, torch.float32), self.prev_tokens)
+
+
 def verify(
     target_logits: torch.Tensor,
     draft_logits: torch.Tensor,
@@ -141,6 +175,7 @@ def verify(
     seed: int | torch.Tensor = 0,
     offset: int | torch.Tensor = 0,
     num_draft: torch.Tensor | None = None,
+    filters: Filters = Filters(),
 ) -> BatchVerifyResult:
     """Batched verification from logits with seeded, counter-based randomness.
 
@@ -153,6 +188,9 @@ def verify(
         target_logits: ``[B, K+1, V]``; draft_logits: ``[B, K, V]``; draft_tokens: ``[B, K]``.
         temperature, seed, offset: a scalar or a per-row ``[B]`` tensor.
         num_draft: optional ``[B]`` int tensor, draft length of each row (``0..K``).
+        filters: the sampling filters, applied identically to target and draft rows inside
+            the op (both renormalized over their kept sets); the penalty of row ``i`` also
+            counts the draft tokens before ``i``.
 
     Returns:
         ``BatchVerifyResult(accept_len [B], tokens [B, K+1])``; ``tokens[b]`` holds the kept
@@ -168,7 +206,7 @@ def verify(
     return BatchVerifyResult(*torch.ops.spec_edge.verify(
         target_logits, draft_logits, draft_tokens,
         _param(temperature, torch.float32), _param(seed, torch.long), _param(offset, torch.long),
-        num_draft))
+        num_draft, *filters.op_args()))
 
 
 def sample(
@@ -176,17 +214,20 @@ def sample(
     temperature: float | torch.Tensor = 1.0,
     seed: int | torch.Tensor = 0,
     offset: int | torch.Tensor = 0,
+    filters: Filters = Filters(),
 ) -> torch.Tensor:
-    """One token per row from ``softmax(logits / temperature)``; ``temperature == 0`` is argmax.
+    """One token per row from the filtered ``softmax(logits / temperature)``; ``temperature == 0``
+    is argmax (of the penalized logits).
 
     Exact inverse-CDF sampling with draw 0 of the Philox4x32-10 stream keyed by
-    ``(seed, offset, row)`` (the layout of :func:`verify`; give the two ops distinct offsets).
-    Masked (``-inf``) logits are never drawn. The same inputs and seed give the same tokens on
-    every CPU path.
+    ``(seed, offset, row)`` (the layout of :func:`verify`; give the two ops distinct offsets),
+    over the kept set of :func:`filter_logits`. Masked (``-inf``) logits are never drawn. The same
+    inputs and seed give the same tokens on every CPU path.
 
     Args:
         logits: ``[B, V]`` float32, float16 or bfloat16.
         temperature, seed, offset: a scalar or a per-row ``[B]`` tensor.
+        filters: top-k, top-p, min-p and repetition penalty (:class:`Filters`).
 
     Returns:
         ``[B]`` int64 tokens.
@@ -198,6 +239,39 @@ def sample(
         [2, 0]
         >>> spec_edge.sample(logits, temperature=0.7, seed=3)[0].item() in (0, 2)
         True
+        >>> spec_edge.sample(logits, 0.7, seed=3, filters=spec_edge.Filters(top_k=1)).tolist()
+        [2, 0]
     """
     return torch.ops.spec_edge.sample(logits, _param(temperature, torch.float32), _param(seed, torch.long),
-                                      _param(offset, torch.long))
+                                      _param(offset, torch.long), *filters.op_args())
+
+
+def filter_logits(
+    logits: torch.Tensor,
+    temperature: float | torch.Tensor = 1.0,
+    filters: Filters = Filters(),
+) -> torch.Tensor:
+    """The logits the transformers chain hands to softmax: penalized, divided by the
+    temperature, removed tokens at ``-inf`` (``RepetitionPenaltyLogitsProcessor``,
+    ``TemperatureLogitsWarper``, ``TopKLogitsWarper``, ``TopPLogitsWarper``,
+    ``MinPLogitsWarper``, in that order). ``temperature == 0`` keeps only the argmax.
+
+    Sort-free: top-k by selection, top-p and min-p by a threshold search over the candidates.
+    Ties with a kept score are kept (see ``docs/FILTERS.md``).
+
+    Args:
+        logits: ``[B, V]`` float32, float16 or bfloat16.
+        temperature: a scalar or a per-row ``[B]`` tensor.
+        filters: :class:`Filters`.
+
+    Returns:
+        ``[B, V]`` tensor of the logits' dtype.
+
+    Example:
+        >>> import torch, spec_edge
+        >>> x = torch.tensor([[3.0, 1.0, 2.0, -1.0]])
+        >>> spec_edge.filter_logits(x, 0.5, spec_edge.Filters(top_k=2))
+        tensor([[6., -inf, 4., -inf]])
+    """
+    return torch.ops.spec_edge.filter_logits(logits, _param(temperature, torch.float32),
+                                             *filters.op_args())

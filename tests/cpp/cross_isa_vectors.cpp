@@ -2,6 +2,7 @@
 // build agrees on each. Run on x86-64 and (under qemu) on aarch64: the two outputs must be
 // identical files, i.e. the same tokens and the same masses on every ISA.
 // Usage: spec_edge_cross_isa_vectors > vectors.txt
+#include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdlib>
@@ -184,6 +185,69 @@ int main() {
             return r;
           }).c_str());
         }
+        // The filters: each config in verify, sample and filter_logits (outputs hashed bit by bit).
+        std::vector<int64_t> prev = {tokens[0], tokens[1], -1, tokens[5], static_cast<int64_t>(V / 2)};
+        struct FilterConfig {
+          const char* name;
+          int64_t top_k;
+          float top_p, min_p, penalty;
+        };
+        for (const FilterConfig& fc : {FilterConfig{"full", 5, 0.9f, 0.05f, 1.3f},
+                                       FilterConfig{"top_p", 0, 0.7f, 0.0f, 1.0f},
+                                       FilterConfig{"min_p_penalty", 0, 1.0f, 0.1f, 0.8f},
+                                       FilterConfig{"top_k1", 1, 1.0f, 0.0f, 1.0f}}) {
+          Filters f;
+          const int64_t top_k = std::min<int64_t>(fc.top_k, V);
+          f.top_k = {&top_k, 1};
+          f.top_p = {&fc.top_p, 1};
+          f.min_p = {&fc.min_p, 1};
+          f.repetition_penalty = {&fc.penalty, 1};
+          f.prev_tokens = Tokens{prev.data(), 1, static_cast<int64_t>(prev.size()), 0, 1};
+          const int64_t seed_v = static_cast<int64_t>(seed), offset = 5;
+          for (float T : {0.0f, 0.8f}) {
+            std::printf("%s verify %s T=%g%s\n", tag.c_str(), fc.name, T, on_every_path("verify filtered", [&] {
+              VerifyParams params;
+              params.temperature = {&T, 1};
+              params.seed = {&seed_v, 1};
+              params.offset = {&offset, 1};
+              params.filters = f;
+              std::vector<int64_t> len(B), out(B * (K + 1));
+              const Status s = verify(tl.rows(B, K + 1, V), dl.rows(B, K, V), t, params,
+                                      {len.data(), out.data(), K + 1});
+              if (!s.is_ok()) return std::string(s.message());
+              std::string r;
+              for (int64_t v : out) r += fmt(" %" PRId64, v);
+              return r;
+            }).c_str());
+            std::printf("%s sample %s T=%g%s\n", tag.c_str(), fc.name, T, on_every_path("sample filtered", [&] {
+              SampleParams params;
+              params.temperature = {&T, 1};
+              params.seed = {&seed_v, 1};
+              params.offset = {&offset, 1};
+              params.filters = f;
+              std::vector<int64_t> drawn(B * (K + 1));
+              const Status s = sample(tl.rows(B * (K + 1), 1, V), params, drawn.data());
+              if (!s.is_ok()) return std::string(s.message());
+              std::string r;
+              for (int64_t v : drawn) r += fmt(" %" PRId64, v);
+              return r;
+            }).c_str());
+            std::printf("%s filter_logits %s T=%g%s\n", tag.c_str(), fc.name, T, on_every_path("filter_logits", [&] {
+              std::vector<float> out(B * (K + 1) * V);
+              const Status s = filter_logits(tl.rows(B * (K + 1), 1, V), {&T, 1}, f, out.data(), V);
+              if (!s.is_ok()) return std::string(s.message());
+              uint64_t hash = 1469598103934665603ull;  // FNV-1a over the bits
+              int64_t kept = 0;
+              for (float v : out) {
+                uint32_t bits;
+                std::memcpy(&bits, &v, 4);
+                hash = (hash ^ bits) * 1099511628211ull;
+                kept += v != -__builtin_inff();
+              }
+              return fmt(" kept=%" PRId64 " bits=%016" PRIx64, kept, hash);
+            }).c_str());
+          }
+        }
         // Masses in hex: the bits, not just the tokens.
         std::printf("%s masses%s\n", tag.c_str(), on_every_path("masses", [&] {
           const RowKernels& k = row_kernels(dtype);
@@ -193,7 +257,7 @@ int main() {
           const char* x = static_cast<const char*>(l.data);
           const MaxResult mx = k.logit_max(x, V);
           return fmt(" %a %a %a", k.prob_mass(p, V, -1).mass, k.prob_mass(p + elem * V, V, 0).mass,
-                     k.exp_mass(x, V, ExpMap{mx.max, 1.0f / 0.7f}));
+                     k.exp_mass(x, V, ExpMap{mx.max, 1.0f / 0.7f, {}}, nullptr));
         }).c_str());
       }
     }

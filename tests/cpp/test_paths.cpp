@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -132,14 +133,39 @@ TEST_P(PathTest, IdenticalToReference) {
         }
         if (mxr.clean && mxr.max > -std::numeric_limits<float>::infinity()) {
           const MaxResult mq = ref.logit_max(qd, n);
+          // Patches (the repetition penalty's) on every other case: a few ascending indices.
+          std::vector<int64_t> patch_index;
+          std::vector<float> patch_value;
+          if (rep % 2 == 1)
+            for (int64_t j = static_cast<int64_t>(rng() % 3); j < n; j += 1 + static_cast<int64_t>(rng() % 40)) {
+              patch_index.push_back(j);
+              patch_value.push_back(ref.load(pd, j) * 1.5f - 0.5f);
+            }
+          const Patches patches{patch_index.data(), patch_value.data(), static_cast<int64_t>(patch_index.size())};
+          const float pmax = ref.patched_max(pd, n, patches);
+          ASSERT_EQ(k->patched_max(pd, n, patches), pmax) << where;
+          std::vector<int64_t> got(n), want(n);
+          std::vector<float> got_values(n), want_values(n), sums((n + 63) / 64);
           for (float T : {0.3f, 1.0f, 1.7f}) {
-            const ExpMap ep{mxr.max, 1.0f / T}, eq{mq.max, 1.0f / T};
-            const double P = ref.exp_mass(pd, n, ep);
-            ASSERT_EQ(k->exp_mass(pd, n, ep), P) << where << " T=" << T;
+            const ExpMap ep{pmax, 1.0f / T, patches}, eq{mq.max, 1.0f / T};
+            const float threshold = -static_cast<float>(u(rng) * 6.0);
+            const CollectResult c = k->collect(pd, n, ep, threshold, got.data(), got_values.data()),
+                                cr = ref.collect(pd, n, ep, threshold, want.data(), want_values.data());
+            ASSERT_EQ(c.count, cr.count) << where;
+            ASSERT_EQ(c.clean, cr.clean) << where;
+            ASSERT_TRUE(std::equal(want.begin(), want.begin() + cr.count, got.begin())) << where;
+            ASSERT_TRUE(std::equal(want_values.begin(), want_values.begin() + cr.count, got_values.begin())) << where;
+            k->exp_values(want_values.data(), cr.count, ep, got_values.data());
+            ref.exp_values(want_values.data(), cr.count, ep, want_values.data());
+            ASSERT_TRUE(std::equal(want_values.begin(), want_values.begin() + cr.count, got_values.begin())) << where;
+            const double P = ref.exp_mass(pd, n, ep, nullptr);
+            ASSERT_EQ(k->exp_mass(pd, n, ep, sums.data()), P) << where << " T=" << T;
             const double t = u(rng) * P;
-            ASSERT_EQ(k->exp_scan(pd, n, ep, t), ref.exp_scan(pd, n, ep, t)) << where;
+            const int64_t drawn = ref.exp_scan(pd, n, ep, nullptr, t);
+            ASSERT_EQ(k->exp_scan(pd, n, ep, nullptr, t), drawn) << where;
+            ASSERT_EQ(k->exp_scan(pd, n, ep, sums.data(), t), drawn) << where;
             if (!mq.clean) continue;
-            const float a1 = static_cast<float>(1.0 / P), b1 = static_cast<float>(1.0 / ref.exp_mass(qd, n, eq));
+            const float a1 = static_cast<float>(1.0 / P), b1 = static_cast<float>(1.0 / ref.exp_mass(qd, n, eq, nullptr));
             const double R = ref.exp_residual_mass(pd, qd, n, ep, eq, a1, b1);
             ASSERT_EQ(k->exp_residual_mass(pd, qd, n, ep, eq, a1, b1), R) << where;
             const double tr = u(rng) * R;
@@ -168,6 +194,10 @@ TEST_P(PathTest, NanAndInfinityPolicy) {
         EXPECT_EQ(a.index, ar.index);
         EXPECT_EQ(a.nan_at, ar.nan_at);
         EXPECT_EQ(k->logit_max(v.data(), n).clean, ref.logit_max(v.data(), n).clean);
+        std::vector<int64_t> idx(n);
+        std::vector<float> val(n);
+        EXPECT_EQ(k->collect(v.data(), n, ExpMap{}, 0.0f, idx.data(), val.data()).clean,
+                  ref.collect(v.data(), n, ExpMap{}, 0.0f, idx.data(), val.data()).clean);
         // prob_mass's flag may be conservative, but never misses a bad value
         const bool really_bad = !(bad >= 0.0f && bad <= 3.4e38f);
         if (really_bad) EXPECT_FALSE(k->prob_mass(v.data(), n, -1).clean) << "n=" << n << " at=" << at;

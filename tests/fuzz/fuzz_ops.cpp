@@ -68,11 +68,27 @@ Storage make_rows(Reader& in, DType dtype, int64_t B, int64_t R, int64_t V) {
   return s;
 }
 
+// Every stored row of a [B, K+1, V] tensor as [rows, 1, V] (broadcast storage holds one batch
+// entry), for the ops over single rows.
+Rows flat_rows(const Storage& s, int64_t B, int64_t K) {
+  Rows rows = s.rows;
+  rows.batch = (s.rows.batch_stride == 0 ? (B > 0 ? 1 : 0) : B) * (K + 1);
+  rows.batch_stride = rows.row_stride;
+  rows.rows = 1;
+  return rows;
+}
+
+uint32_t float_bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return bits;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader in{data, size};
-  const int op = in.u8() % 5;
+  const int op = in.u8() % 6;
   const DType dtype = static_cast<DType>(in.u8() % 4);
   const int64_t B = in.u8() % 4, K = in.u8() % 6, V = 1 + in.u16() % 300;
   const int64_t RD = in.u8() % 8 == 0 ? K + 1 : K;  // sometimes a wrong draft row count
@@ -90,6 +106,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t* draft_lengths = in.u8() % 2 ? num_draft.data() : nullptr;
   const Tokens t{tokens.data(), B, K, K, 1};
   const Uniforms uv{u.data(), DType::kFloat64, B, K + 1, K + 1, 1};
+  // Filters: each absent, one value or one per row, in or out of range; prev_tokens with
+  // padding, repeats and bad ids.
+  std::vector<int64_t> top_k(B + 1), prev(1 + in.u8() % 12);
+  std::vector<float> top_p(B + 1), min_p(B + 1), penalty(B + 1);
+  for (auto& k : top_k) k = in.u8() % 8 == 0 ? static_cast<int64_t>(in.u16()) - 100 : in.u8() % (V + 1);
+  for (auto& p : top_p) p = in.u8() % 4 == 0 ? in.value() : static_cast<float>(1 + in.u8()) / 256.0f;
+  for (auto& p : min_p) p = in.u8() % 4 == 0 ? in.value() : static_cast<float>(in.u8()) / 512.0f;
+  for (auto& p : penalty) p = in.u8() % 4 == 0 ? in.value() : 0.5f + static_cast<float>(in.u8()) / 128.0f;
+  for (auto& id : prev) id = in.u8() % 16 == 0 ? static_cast<int64_t>(in.u8()) - 128 : static_cast<int64_t>(in.u16() % (V + 1)) - 1;
+  Filters filters;
+  const auto count = [&](uint8_t c) -> int64_t { return c % 3 == 0 ? 0 : c % 3 == 1 ? 1 : B; };
+  filters.top_k = {top_k.data(), count(in.u8())};
+  filters.top_p = {top_p.data(), count(in.u8())};
+  filters.min_p = {min_p.data(), count(in.u8())};
+  filters.repetition_penalty = {penalty.data(), count(in.u8())};
+  if (in.u8() % 2) filters.prev_tokens = Tokens{prev.data(), 1, static_cast<int64_t>(prev.size()), 0, 1};
+  std::vector<float> filtered(static_cast<size_t>(B * (K + 1) * V) + 1);
 
   std::string first;
   for (const char* const* isa = available_isa_list(); *isa; ++isa) {
@@ -106,12 +139,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         params.temperature = {temperature.data(), temperature_count};
         params.seed = {&seed, 1};
         params.offset = {&offset, 1};
-        // Every stored row, one draw each (broadcast storage holds one batch entry).
-        Rows rows = target.rows;
-        rows.batch = (target.rows.batch_stride == 0 ? (B > 0 ? 1 : 0) : B) * (K + 1);
-        rows.batch_stride = rows.row_stride;
-        rows.rows = 1;
-        s = sample(rows, params, out.data());
+        params.filters = filters;
+        s = sample(flat_rows(target, B, K), params, out.data());
+        break;
+      }
+      case 5: {
+        std::fill(filtered.begin(), filtered.end(), -9.0f);
+        s = filter_logits(flat_rows(target, B, K), {temperature.data(), temperature_count}, filters,
+                          filtered.data(), V);
+        uint64_t hash = 1469598103934665603ull;  // FNV-1a over the output bits
+        if (s.is_ok())
+          for (float v : filtered) hash = (hash ^ float_bits(v)) * 1099511628211ull;
+        out[0] = static_cast<int64_t>(hash >> 1);
         break;
       }
       default: {
@@ -120,6 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         params.seed = {&seed, 1};
         params.offset = {&offset, 1};
         params.num_draft = draft_lengths;
+        params.filters = filters;
         s = verify(target.rows, draft.rows, t, params, {len.data(), out.data(), K + 1});
       }
     }

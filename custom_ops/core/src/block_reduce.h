@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "row_kernels.h"
 #include "spec_edge/numerics.h"
@@ -20,14 +21,17 @@ static inline void block_values(const Block& block, float* out) {
   std::memcpy(out, &block, sizeof(Block));
 }
 
-// Sum over [0, n): block sums in float, accumulated left to right in double.
+// Sum over [0, n): block sums in float, accumulated left to right in double. With `sums`, the
+// block sums are also stored there (one per block), for a later block_scan.
 template <class Block, class Fill, class Sum>
-static double block_mass(int64_t n, const Fill& fill, const Sum& sum) {
+static double block_mass(int64_t n, const Fill& fill, const Sum& sum, float* sums = nullptr) {
   double total = 0.0;
   alignas(64) Block block;
   for (int64_t base = 0; base < n; base += kBlock) {
     fill(base, n - base < kBlock ? n - base : kBlock, block);
-    total += static_cast<double>(sum(block));
+    const float s = sum(block);
+    if (sums != nullptr) sums[base / kBlock] = s;
+    total += static_cast<double>(s);
   }
   return total;
 }
@@ -35,19 +39,22 @@ static double block_mass(int64_t n, const Fill& fill, const Sum& sum) {
 // Inverse CDF: the first j at which the running total exceeds `target`, walking the block
 // sums of block_mass and, inside the crossing block, single values in double. Values are
 // >= 0, so j always has a positive value. When rounding leaves no crossing (target at the very
-// top of the mass), the last positive value is returned; -1 only for an all-zero row.
+// top of the mass), the last positive value is returned; -1 only for an all-zero row. `sums`,
+// when given, holds the block sums block_mass stored: only the crossing block is filled again.
 template <class Block, class Fill, class Sum>
-static int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double target) {
+static int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double target,
+                          const float* sums = nullptr) {
   double cum = 0.0;
   int64_t last_positive_block = -1;
   alignas(64) Block block;
   alignas(64) float v[kBlock];
   for (int64_t base = 0; base < n; base += kBlock) {
     const int64_t m = n - base < kBlock ? n - base : kBlock;
-    fill(base, m, block);
-    const float s = sum(block);
+    if (sums == nullptr) fill(base, m, block);
+    const float s = sums != nullptr ? sums[base / kBlock] : sum(block);
     if (s > 0.0f) {
       if (cum + static_cast<double>(s) > target) {
+        if (sums != nullptr) fill(base, m, block);
         block_values(block, v);
         double c = cum;
         int64_t last = -1;
@@ -73,6 +80,19 @@ static int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double ta
   return -1;
 }
 
+// Writes the patches that fall in [base, base + m) through set(lane, value).
+template <class Set>
+static inline void apply_patches(const Patches& p, int64_t base, int64_t m, const Set& set) {
+  if (p.count == 0 || p.index[p.count - 1] < base || p.index[0] >= base + m) return;
+  int64_t lo = 0, hi = p.count;  // first patch >= base
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (p.index[mid] < base) lo = mid + 1;
+    else hi = mid;
+  }
+  for (int64_t i = lo; i < p.count && p.index[i] < base + m; ++i) set(p.index[i] - base, p.value[i]);
+}
+
 namespace {
 
 // A row's maximum (NaN ignored, or unspecified when a NaN is present), and whether a NaN or +inf
@@ -84,9 +104,10 @@ struct MaxScan {
 
 // The row passes every path builds the same way from its block fills. `Path` provides Elem (the
 // row's element type), Block, sum(block) (the fold), load, max_scan(x, n),
-// first_index_of(x, n, value), prob_mass, and the fills, each writing the m values of the block
-// at `base` and zeros past them:
-//   fill_probs(x, exclude, base, m, s), fill_exp(x, map, base, m, s),
+// first_index_of(x, n, value), prob_mass, collect, block_max(block, m) (the maximum of the
+// first m values), and the fills, each writing the m values of the block at `base` and zeros
+// past them:
+//   fill_probs(x, exclude, base, m, s), fill_exp(x, map, base, m, s) (patches applied),
 //   fill_prob_residual(p, q, a, b, base, m, s), fill_exp_residual(p, q, mp, mq, a, b, base, m, s).
 template <class Path>
 struct BlockPasses {
@@ -115,13 +136,25 @@ struct BlockPasses {
     return MaxResult{s.max, !(s.nan || s.pos_inf)};
   }
 
+  static float patched_max(const void* x, int64_t n, Patches patches) {
+    float best = -std::numeric_limits<float>::infinity();
+    alignas(64) Block block;
+    for (int64_t base = 0; base < n; base += kBlock) {
+      const int64_t m = n - base < kBlock ? n - base : kBlock;
+      Path::fill_patched(row(x), patches, base, m, block);
+      const float v = Path::block_max(block, m);
+      best = v > best ? v : best;
+    }
+    return best;
+  }
+
   template <class Fill>
-  static double mass(int64_t n, const Fill& fill) {
-    return block_mass<Block>(n, fill, Path::sum);
+  static double mass(int64_t n, const Fill& fill, float* sums = nullptr) {
+    return block_mass<Block>(n, fill, Path::sum, sums);
   }
   template <class Fill>
-  static int64_t scan(int64_t n, const Fill& fill, double target) {
-    return block_scan<Block>(n, fill, Path::sum, target);
+  static int64_t scan(int64_t n, const Fill& fill, double target, const float* sums = nullptr) {
+    return block_scan<Block>(n, fill, Path::sum, target, sums);
   }
 
   static int64_t prob_scan(const void* x, int64_t n, int64_t exclude, double target) {
@@ -129,12 +162,14 @@ struct BlockPasses {
         n, [&](int64_t base, int64_t m, Block& s) { Path::fill_probs(row(x), exclude, base, m, s); },
         target);
   }
-  static double exp_mass(const void* x, int64_t n, ExpMap e) {
-    return mass(n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); });
+  static double exp_mass(const void* x, int64_t n, ExpMap e, float* sums) {
+    return mass(
+        n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); }, sums);
   }
-  static int64_t exp_scan(const void* x, int64_t n, ExpMap e, double target) {
+  static int64_t exp_scan(const void* x, int64_t n, ExpMap e, const float* sums, double target) {
     return scan(
-        n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); }, target);
+        n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); },
+        target, sums);
   }
   static double prob_residual_mass(const void* p, const void* q, int64_t n, float a, float b) {
     return mass(n, [&](int64_t base, int64_t m, Block& s) {
@@ -170,7 +205,8 @@ struct BlockPasses {
     return RowKernels{argmax,             Path::prob_mass,    prob_scan,
                       logit_max,          exp_mass,           exp_scan,
                       prob_residual_mass, prob_residual_scan, exp_residual_mass,
-                      exp_residual_scan,  Path::load};
+                      exp_residual_scan,  Path::load,         patched_max,
+                      Path::collect,      Path::exp_values};
   }
 };
 

@@ -1,10 +1,12 @@
 // Op drivers: argument validation, the speculative-sampling rule, and the per-row passes.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
 #include <string>
 
+#include "filters.h"
 #include "row_kernels.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/ops.h"
@@ -132,69 +134,6 @@ Status prob_row_mass(const RowKernels& k, const void* row, int64_t V, const char
   return Status::ok();
 }
 
-// "name[b, i" (or "name[b" for a [B, V] tensor): the row part of an element's index.
-struct RowName {
-  const char* name;
-  int64_t b, i;
-  std::string prefix() const {
-    char buf[96];
-    if (i < 0) std::snprintf(buf, sizeof buf, "%s[%lld", name, (ll)b);
-    else std::snprintf(buf, sizeof buf, "%s[%lld, %lld", name, (ll)b, (ll)i);
-    return buf;
-  }
-};
-
-// Softmax numerator map of a logit row at temperature T, and its mass (>= 1).
-Status logit_row_map(const RowKernels& k, const void* row, int64_t V, float T, RowName where,
-                     ExpMap* map, double* mass) {
-  const MaxResult mx = k.logit_max(row, V);
-  if (!mx.clean) {
-    for (int64_t j = 0; j < V; ++j) {
-      const float v = k.load(row, j);
-      if (!(v < std::numeric_limits<float>::infinity()))
-        return Status::error(Code::kInvalidArgument,
-                             "%s, %lld] = %g: logits must not be NaN or +inf",
-                             where.prefix().c_str(), (ll)j, (double)v);
-    }
-  }
-  if (mx.max == -std::numeric_limits<float>::infinity())
-    return Status::error(Code::kInvalidArgument, "%s] has no finite logit (every token is masked)",
-                         where.prefix().c_str());
-  map->xmax = mx.max;
-  map->inv_temp = 1.0f / T;
-  *mass = k.exp_mass(row, V, *map);
-  return Status::ok();
-}
-
-// temperature, seed and offset: one value or one per batch row; temperatures finite, >= 0, with
-// a finite reciprocal.
-Status check_sampling_params(int64_t B, PerRow<float> temperature, int64_t seed_count,
-                             int64_t offset_count) {
-  struct Param {
-    const char* name;
-    int64_t count;
-  };
-  for (const Param& p : {Param{"temperature", temperature.count}, Param{"seed", seed_count},
-                         Param{"offset", offset_count}})
-    if (!(p.count == 1 || p.count == B))
-      return Status::error(Code::kInvalidArgument,
-                           "%s: expected one value or one per batch row (B=%lld), got %lld", p.name,
-                           (ll)B, (ll)p.count);
-  for (int64_t b = 0; b < B; ++b) {
-    const float T = temperature.at(b);
-    if (!(T >= 0.0f && T <= FLT_MAX))
-      return Status::error(Code::kInvalidArgument,
-                           "temperature[%lld] = %g: expected a finite value >= 0 (0 means greedy)",
-                           (ll)b, (double)T);
-    if (T > 0.0f && !(1.0f / T <= FLT_MAX))
-      return Status::error(Code::kInvalidArgument,
-                           "temperature[%lld] = %g is too small: 1 / temperature overflows float "
-                           "(use 0 for greedy)",
-                           (ll)b, (double)T);
-  }
-  return Status::ok();
-}
-
 // Accept t iff u * q(t) / Q <= p(t) / P, and never a token the target gives zero probability.
 bool accept_token(double u, double pt, double P, double qt, double Q) {
   return pt > 0.0 && u * qt * P <= pt * Q;
@@ -278,8 +217,8 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
               const VerifyParams& params, VerifyOutput out) {
   SPEC_EDGE_RETURN_IF_ERROR(check_shapes(target, "target_logits", &draft, "draft_logits", draft_tokens));
   const int64_t B = target.batch, K = target.rows - 1, V = target.vocab;
-  SPEC_EDGE_RETURN_IF_ERROR(
-      check_sampling_params(B, params.temperature, params.seed.count, params.offset.count));
+  SPEC_EDGE_RETURN_IF_ERROR(check_sampling(B, V, params.temperature, params.seed.count,
+                                           params.offset.count, params.filters));
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = params.num_draft ? params.num_draft[b] : K;
     if (n < 0 || n > K)
@@ -289,13 +228,23 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
   }
 
   const RowKernels& k = row_kernels(target.dtype);
+  thread_local PenalizedIds seen;
+  thread_local FilteredRow fp, fq;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n_draft = params.num_draft ? params.num_draft[b] : K;
-    const float T = params.temperature.at(b);
+    const RowSampling rs = row_sampling(params.temperature, params.filters, b);
+    seen.reset(params.filters, b, rs.penalty != 1.0f);
     int64_t n = n_draft, token = -1;
-    if (T == 0.0f) {
-      SPEC_EDGE_RETURN_IF_ERROR(
-          greedy_row(k, target, "target_logits", draft_tokens, b, n_draft, &n, &token));
+    if (rs.temperature == 0.0f) {
+      for (int64_t i = 0; i <= n_draft; ++i) {
+        SPEC_EDGE_RETURN_IF_ERROR(greedy_token(k, row_bytes(target, b, i), V, seen.ids(),
+                                               rs.penalty, {"target_logits", b, i}, &token));
+        if (i == n_draft || draft_tokens.at(b, i) != token) {
+          n = i;
+          break;
+        }
+        seen.insert(token);
+      }
     } else {
       const uint64_t seed = static_cast<uint64_t>(params.seed.at(b));
       const uint64_t offset = static_cast<uint64_t>(params.offset.at(b));
@@ -307,26 +256,30 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
         const int64_t t = draft_tokens.at(b, i);
         const void* p = row_bytes(target, b, i);
         const void* q = row_bytes(draft, b, i);
-        ExpMap mp, mq;
-        double P = 0.0, Q = 0.0;
-        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, p, V, T, {"target_logits", b, i}, &mp, &P));
-        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, q, V, T, {"draft_logits", b, i}, &mq, &Q));
-        const double pt = exp_nonpositive((k.load(p, t) - mp.xmax) * mp.inv_temp);
-        const double qt = exp_nonpositive((k.load(q, t) - mq.xmax) * mq.inv_temp);
-        if (accept_token(u(i), pt, P, qt, Q)) continue;
+        SPEC_EDGE_RETURN_IF_ERROR(fp.build(k, p, V, rs, seen.ids(), {"target_logits", b, i}));
+        SPEC_EDGE_RETURN_IF_ERROR(fq.build(k, q, V, rs, seen.ids(), {"draft_logits", b, i}));
+        const double P = fp.mass(), Q = fq.mass();
+        if (accept_token(u(i), fp.numerator(k, t), P, fq.numerator(k, t), Q)) {
+          seen.insert(t);
+          continue;
+        }
         const float a = static_cast<float>(1.0 / P), c = static_cast<float>(1.0 / Q);
-        const double R = k.exp_residual_mass(p, q, V, mp, mq, a, c);
-        token = R > 0.0 ? k.exp_residual_scan(p, q, V, mp, mq, a, c, u_last * R)
-                        : k.exp_scan(p, V, mp, u_last * P);
+        double R = 0.0;
+        if (fp.explicit_set()) {
+          R = fp.residual_mass(fq, a, c);
+          if (R > 0.0) token = fp.residual_draw(fq, a, c, u_last * R);
+        } else {
+          R = k.exp_residual_mass(p, q, V, fp.map(), fq.map(), a, c);
+          if (R > 0.0) token = k.exp_residual_scan(p, q, V, fp.map(), fq.map(), a, c, u_last * R);
+        }
+        if (!(R > 0.0)) token = fp.draw(k, u_last * P);
         n = i;
         break;
       }
       if (n == n_draft) {
-        const void* p = row_bytes(target, b, n_draft);
-        ExpMap mp;
-        double P = 0.0;
-        SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, p, V, T, {"target_logits", b, n_draft}, &mp, &P));
-        token = k.exp_scan(p, V, mp, u_last * P);
+        SPEC_EDGE_RETURN_IF_ERROR(
+            fp.build(k, row_bytes(target, b, n_draft), V, rs, seen.ids(), {"target_logits", b, n_draft}));
+        token = fp.draw(k, u_last * fp.mass());
       }
     }
     int64_t* row = out.tokens + b * out.tokens_stride;
@@ -336,33 +289,79 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
   return Status::ok();
 }
 
-Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
+namespace {
+
+// logits [B, 1, V] and the sampling parameters of `sample` / `filter_logits`.
+Status check_logits_rows(const Rows& logits, PerRow<float> temperature, int64_t seed_count,
+                         int64_t offset_count, const Filters& filters) {
   SPEC_EDGE_RETURN_IF_ERROR(check_scores(logits, "logits"));
   if (logits.rows != 1)
     return Status::error(Code::kInvalidArgument, "logits: expected one row per batch entry, got %lld",
                          (ll)logits.rows);
-  const int64_t B = logits.batch, V = logits.vocab;
-  SPEC_EDGE_RETURN_IF_ERROR(
-      check_sampling_params(B, params.temperature, params.seed.count, params.offset.count));
+  return check_sampling(logits.batch, logits.vocab, temperature, seed_count, offset_count, filters);
+}
+
+template <class T>
+void row_to_float(const void* row, int64_t V, float* out) {
+  const T* x = static_cast<const T*>(row);
+  for (int64_t j = 0; j < V; ++j) out[j] = to_float(x[j]);
+}
+
+}  // namespace
+
+Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
+  SPEC_EDGE_RETURN_IF_ERROR(check_logits_rows(logits, params.temperature, params.seed.count,
+                                              params.offset.count, params.filters));
+  const int64_t V = logits.vocab;
   const RowKernels& k = row_kernels(logits.dtype);
-  for (int64_t b = 0; b < B; ++b) {
+  thread_local PenalizedIds seen;
+  thread_local FilteredRow f;
+  for (int64_t b = 0; b < logits.batch; ++b) {
     const void* row = row_bytes(logits, b, 0);
-    const float T = params.temperature.at(b);
-    if (T == 0.0f) {
-      const ArgmaxResult am = k.argmax(row, V);
-      if (am.nan_at >= 0)
-        return Status::error(Code::kInvalidArgument, "logits[%lld, %lld] is NaN", (ll)b,
-                             (ll)am.nan_at);
-      tokens[b] = am.index;
+    const RowSampling rs = row_sampling(params.temperature, params.filters, b);
+    seen.reset(params.filters, b, rs.penalty != 1.0f);
+    if (rs.temperature == 0.0f) {
+      SPEC_EDGE_RETURN_IF_ERROR(
+          greedy_token(k, row, V, seen.ids(), rs.penalty, {"logits", b, -1}, &tokens[b]));
       continue;
     }
-    ExpMap map;
-    double mass = 0.0;
-    SPEC_EDGE_RETURN_IF_ERROR(logit_row_map(k, row, V, T, {"logits", b, -1}, &map, &mass));
+    SPEC_EDGE_RETURN_IF_ERROR(f.build(k, row, V, rs, seen.ids(), {"logits", b, -1}));
     const double u = philox_uniform(static_cast<uint64_t>(params.seed.at(b)),
                                     static_cast<uint64_t>(params.offset.at(b)),
                                     static_cast<uint32_t>(b), 0);
-    tokens[b] = k.exp_scan(row, V, map, u * mass);
+    tokens[b] = f.draw(k, u * f.mass());
+  }
+  return Status::ok();
+}
+
+Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filters& filters,
+                     float* out, int64_t out_stride) {
+  SPEC_EDGE_RETURN_IF_ERROR(check_logits_rows(logits, temperature, 1, 1, filters));
+  const int64_t V = logits.vocab;
+  const RowKernels& k = row_kernels(logits.dtype);
+  thread_local PenalizedIds seen;
+  thread_local FilteredRow f;
+  for (int64_t b = 0; b < logits.batch; ++b) {
+    const void* row = row_bytes(logits, b, 0);
+    float* y = out + b * out_stride;
+    const RowSampling rs = row_sampling(temperature, filters, b);
+    seen.reset(filters, b, rs.penalty != 1.0f);
+    if (rs.temperature == 0.0f) {
+      int64_t token = 0;
+      SPEC_EDGE_RETURN_IF_ERROR(greedy_token(k, row, V, seen.ids(), rs.penalty, {"logits", b, -1}, &token));
+      const float x = k.load(row, token);
+      const bool seen_token = std::binary_search(seen.ids().begin(), seen.ids().end(), token);
+      for (int64_t j = 0; j < V; ++j) y[j] = -std::numeric_limits<float>::infinity();
+      y[token] = seen_token ? apply_penalty(x, rs.penalty) : x;
+      continue;
+    }
+    SPEC_EDGE_RETURN_IF_ERROR(f.build(k, row, V, rs, seen.ids(), {"logits", b, -1}));
+    switch (logits.dtype) {
+      case DType::kFloat16: row_to_float<Half>(row, V, y); break;
+      case DType::kBFloat16: row_to_float<BFloat16>(row, V, y); break;
+      default: row_to_float<float>(row, V, y); break;
+    }
+    f.write_scaled(y);
   }
   return Status::ok();
 }

@@ -85,9 +85,39 @@ struct Reference {
     pad(s, m);
   }
 
-  static void fill_exp(const T* x, ExpMap e, int64_t base, int64_t m, float* s) {
-    for (int64_t j = 0; j < m; ++j) s[j] = exp_nonpositive((to_float(x[base + j]) - e.xmax) * e.inv_temp);
+  static void fill_patched(const T* x, const Patches& p, int64_t base, int64_t m, float* s) {
+    for (int64_t j = 0; j < m; ++j) s[j] = to_float(x[base + j]);
+    apply_patches(p, base, m, [&](int64_t j, float v) { s[j] = v; });
+  }
+
+  static void fill_exp(const T* x, const ExpMap& e, int64_t base, int64_t m, float* s) {
+    fill_patched(x, e.patches, base, m, s);
+    for (int64_t j = 0; j < m; ++j) s[j] = exp_nonpositive((s[j] - e.xmax) * e.inv_temp);
     pad(s, m);
+  }
+
+  static float block_max(const float* s, int64_t m) {
+    float r = -kInf;
+    for (int64_t j = 0; j < m; ++j) r = s[j] > r ? s[j] : r;
+    return r;
+  }
+
+  static CollectResult collect(const void* xv, int64_t n, ExpMap e, float threshold,
+                               int64_t* index, float* value) {
+    const T* x = row(xv);
+    CollectResult r;
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = to_float(x[j]);
+      r.clean &= v == v && v != kInf;
+      index[r.count] = j;
+      value[r.count] = v;
+      r.count += (v - e.xmax) * e.inv_temp >= threshold;
+    }
+    return r;
+  }
+
+  static void exp_values(const float* y, int64_t n, ExpMap e, float* out) {
+    for (int64_t j = 0; j < n; ++j) out[j] = exp_nonpositive((y[j] - e.xmax) * e.inv_temp);
   }
 
   // max(0, vp * a - vq * b) over a block whose vp and vq are already in s and t.

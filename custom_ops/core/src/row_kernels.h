@@ -9,13 +9,29 @@
 
 namespace spec_edge {
 
+// Replacement values for a few elements of a row (the repetition penalty's): index[i] is
+// ascending and distinct, value[i] is read instead of x[index[i]].
+struct Patches {
+  const int64_t* index = nullptr;
+  const float* value = nullptr;
+  int64_t count = 0;
+};
+
 // A score row is read through one of three value maps:
 //   probs:    v(j) = x[j]                                  (j == exclude gives 0)
-//   exp:      v(j) = exp_nonpositive((x[j] - xmax) * inv_temp)   (softmax numerator at T)
+//   exp:      v(j) = exp_nonpositive((y[j] - xmax) * inv_temp)   (softmax numerator at T),
+//             y = x with the patches applied
 //   residual: v(j) = max(0, vp(j) * a - vq(j) * b)         (vp, vq: probs or exp maps)
 struct ExpMap {
-  float xmax = 0.0f;      // the row's maximum logit
+  float xmax = 0.0f;      // the row's maximum (patched) logit
   float inv_temp = 1.0f;  // 1 / T, rounded to float
+  Patches patches;
+};
+
+// Indices j (ascending) with (x[j] - xmax) * inv_temp >= threshold, on the unpatched row.
+struct CollectResult {
+  int64_t count = 0;
+  bool clean = true;  // false when some value is NaN or +inf
 };
 
 struct ArgmaxResult {
@@ -37,8 +53,10 @@ struct RowKernels {
   MassResult (*prob_mass)(const void* x, int64_t n, int64_t exclude);
   int64_t (*prob_scan)(const void* x, int64_t n, int64_t exclude, double target);
   MaxResult (*logit_max)(const void* x, int64_t n);
-  double (*exp_mass)(const void* x, int64_t n, ExpMap map);
-  int64_t (*exp_scan)(const void* x, int64_t n, ExpMap map, double target);
+  // `block_sums` (room for ceil(n / kBlock), or null): exp_mass stores the block sums there and
+  // exp_scan reads them instead of recomputing every block.
+  double (*exp_mass)(const void* x, int64_t n, ExpMap map, float* block_sums);
+  int64_t (*exp_scan)(const void* x, int64_t n, ExpMap map, const float* block_sums, double target);
   double (*prob_residual_mass)(const void* p, const void* q, int64_t n, float a, float b);
   int64_t (*prob_residual_scan)(const void* p, const void* q, int64_t n, float a, float b,
                                 double target);
@@ -47,6 +65,14 @@ struct RowKernels {
   int64_t (*exp_residual_scan)(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
                                float a, float b, double target);
   float (*load)(const void* x, int64_t j);  // one element as float
+  // The maximum of the patched row (the caller has checked the row for NaN).
+  float (*patched_max)(const void* x, int64_t n, Patches patches);
+  // Writes the indices of CollectResult's rule to `index` and their (unpatched) values to
+  // `value` (room for n each).
+  CollectResult (*collect)(const void* x, int64_t n, ExpMap map, float threshold, int64_t* index,
+                           float* value);
+  // out[i] = exp_nonpositive((y[i] - xmax) * inv_temp) over a float array (patches not applied).
+  void (*exp_values)(const float* y, int64_t n, ExpMap map, float* out);
 };
 
 // The kernels of the active ISA path for `dtype` (see dispatch.cpp).

@@ -49,7 +49,10 @@ struct VectorKernels {
     return v;
   }
   // Vector casts between same-size vector types reinterpret the bits (GCC/Clang semantics).
-  static F select(I mask, F a, F b) { return (F)((mask & (I)a) | (~mask & (I)b)); }
+  // Lane-wise mask ? a : b (a blend on AVX2 / NEON); masks are all-ones or all-zeros lanes.
+  static F select(I mask, F a, F b) { return mask ? a : b; }
+  // mask ? a : 0, as one AND.
+  static F keep(I mask, F a) { return (F)(mask & (I)a); }
   static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
   // exp_nonpositive of numerics.h, lane-wise.
@@ -69,7 +72,7 @@ struct VectorKernels {
     p = p * (r * r) + r;
     p = p + splat(1.0f);
     const I bits = (__builtin_convertvector(n, I) + 127) << 23;
-    return select(in_range, p * (F)bits, splat(0.0f));
+    return keep(in_range, p * (F)bits);
   }
 
   // The halving fold of numerics.h: vector k holds elements W*k .. W*k+W-1, so folding vector
@@ -247,8 +250,75 @@ struct VectorKernels {
       exclude_lane(s, base, m, exclude);
     }
 
-    static void fill_exp(const T* x, ExpMap e, int64_t base, int64_t m, F* s) {
+    static void fill_patched(const T* x, const Patches& p, int64_t base, int64_t m, F* s) {
       load_block(x + base, m, s);
+      apply_patches(p, base, m, [&](int64_t j, float v) { s[j / W][j % W] = v; });
+    }
+
+    static float block_max(const F* s, int64_t m) {
+      float r = -kInfinity;
+      if (m == kBlock) {
+        F v = s[0];
+        I unused = {};
+        for (int k = 1; k < kVecs; ++k) max_step(v, unused, s[k]);
+        for (int l = 0; l < W; ++l) r = v[l] > r ? v[l] : r;
+        return r;
+      }
+      for (int64_t j = 0; j < m; ++j) r = s[j / W][j % W] > r ? s[j / W][j % W] : r;
+      return r;
+    }
+
+    // Whole blocks are tested with vectors and only blocks with a hit are walked lane by lane,
+    // on the same values, so the indices are those of the scalar rule.
+    static CollectResult collect(const void* xv, int64_t n, ExpMap e, float threshold,
+                                 int64_t* index, float* value) {
+      const T* x = row(xv);
+      const F xmax = splat(e.xmax), inv_temp = splat(e.inv_temp), thr = splat(threshold);
+      const F inf = splat(kInfinity);
+      CollectResult r;
+      I bad = {};
+      F s[kVecs], d[kVecs];
+      int64_t base = 0;
+      for (; base + kBlock <= n; base += kBlock) {
+        load_block(x + base, kBlock, s);
+        I hit = {};
+        for (int k = 0; k < kVecs; ++k) {
+          bad |= (s[k] != s[k]) | (s[k] == inf);
+          d[k] = (s[k] - xmax) * inv_temp;
+          hit |= d[k] >= thr;
+        }
+        int any = 0;
+        for (int l = 0; l < W; ++l) any |= hit[l];
+        if (any == 0) continue;
+        for (int64_t j = 0; j < kBlock; ++j) {  // branch-free: hits are often dense
+          index[r.count] = base + j;
+          value[r.count] = s[j / W][j % W];
+          r.count += d[j / W][j % W] >= threshold;
+        }
+      }
+      for (int l = 0; l < W; ++l) r.clean &= bad[l] == 0;
+      for (int64_t j = base; j < n; ++j) {
+        const float v = to_float(x[j]);
+        r.clean &= v == v && v != kInfinity;
+        index[r.count] = j;
+        value[r.count] = v;
+        r.count += (v - e.xmax) * e.inv_temp >= threshold;
+      }
+      return r;
+    }
+
+    static void exp_values(const float* y, int64_t n, ExpMap e, float* out) {
+      const F xmax = splat(e.xmax), inv_temp = splat(e.inv_temp);
+      int64_t j = 0;
+      for (; j + W <= n; j += W) {
+        const F v = exp((VectorKernels::load(y + j) - xmax) * inv_temp);
+        std::memcpy(out + j, &v, sizeof v);
+      }
+      for (; j < n; ++j) out[j] = exp_nonpositive((y[j] - e.xmax) * e.inv_temp);
+    }
+
+    static void fill_exp(const T* x, const ExpMap& e, int64_t base, int64_t m, F* s) {
+      fill_patched(x, e.patches, base, m, s);
       const F xmax = splat(e.xmax), inv_temp = splat(e.inv_temp);
       for (int k = 0; k < kVecs; ++k) s[k] = exp((s[k] - xmax) * inv_temp);
       clear_tail(s, m);
@@ -258,7 +328,7 @@ struct VectorKernels {
       const F va = splat(a), vb = splat(b), zero = splat(0.0f);
       for (int k = 0; k < kVecs; ++k) {
         const F d = s[k] * va - t[k] * vb;
-        s[k] = select(d > zero, d, zero);
+        s[k] = keep(d > zero, d);
       }
     }
 

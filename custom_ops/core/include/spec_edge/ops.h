@@ -29,20 +29,47 @@ Status verify_greedy(const Rows& target, const Tokens& draft_tokens, VerifyResul
 Status accept(const Rows& target_probs, const Rows* draft_probs, const Tokens& draft_tokens,
               const Uniforms& uniforms, VerifyResult out);
 
+// The sampling filters of the transformers processor chain (docs/FILTERS.md), applied in its
+// order: repetition penalty, temperature, top-k, top-p, min-p. Each parameter is absent
+// (count 0), one value, or one value per batch row; a filter at its neutral value (top_k 0,
+// top_p 1, min_p 0, penalty 1) is skipped. prev_tokens [B or 1, L] holds the ids seen so far
+// (prompt included), -1 as padding; the penalty applies once per distinct id.
+struct Filters {
+  PerRow<int64_t> top_k;
+  PerRow<float> top_p;
+  PerRow<float> min_p;
+  PerRow<float> repetition_penalty;
+  Tokens prev_tokens;  // data == nullptr: none
+};
+
+// filter_logits(logits [B, V], temperature [1|B], filters) -> out [B, V] float32
+// What the transformers chain hands to softmax: out[b, j] = pen(x[b, j]) / T for kept tokens and
+// -inf for removed ones, where pen(x) = x * penalty if x < 0 else x / penalty for ids in
+// prev_tokens (x otherwise). Kept: the tokens that survive top-k (every token tied with the k-th
+// largest), top-p (a token is kept iff the mass of strictly larger scores is < top_p; ties are
+// kept together) and min-p (the tokens strictly above the largest score whose probability is
+// < min_p * max probability). temperature == 0 (greedy) keeps only the first argmax of pen(x),
+// unscaled. Rows must hold no NaN or +inf and at least one finite logit.
+Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filters& filters,
+                     float* out, int64_t out_stride);
+
 // verify(target_logits [B, K+1, V], draft_logits [B, K, V], draft_tokens [B, K],
 //        temperature [1|B], seed [1|B], offset [1|B], num_draft [B] or null)
 //   -> accept_len [B], out [B, K+1]
 // Row b uses n_b = num_draft[b] (default K) draft tokens. temperature == 0: greedy, exactly
-// verify_greedy on the target logits. temperature > 0: p = softmax(target / T),
+// verify_greedy on the (penalized) target logits. temperature > 0: p = softmax(target / T),
 // q = softmax(draft / T), computed as exp_nonpositive((x - max x) * (1/T)) (numerics.h; the
 // normalization is the row mass), then exactly the rule of `accept`, with u_j the j-th Philox draw of
 // stream (seed[b], offset[b], row b) (see philox.h). out[b] holds the accepted draft tokens,
 // then the correction/bonus token, then -1 padding.
+// Filters apply identically to target row i and draft row i, each restricted to its kept set
+// and renormalized; the penalty of row i sees prev_tokens and the draft tokens before i.
 struct VerifyParams {
   PerRow<float> temperature;
   PerRow<int64_t> seed;
   PerRow<int64_t> offset;
   const int64_t* num_draft = nullptr;  // [B] or null
+  Filters filters;
 };
 struct VerifyOutput {
   int64_t* accept_len = nullptr;  // [B]
@@ -56,11 +83,13 @@ Status verify(const Rows& target_logits, const Rows& draft_logits, const Tokens&
 // temperature == 0: argmax (ties to the lowest index). temperature = T > 0: the token drawn from
 // softmax(logits / T) -- the numerators exp_nonpositive((x - max) * (1/T)) of `verify` -- by
 // inverse CDF with draw 0 of the Philox stream (seed[b], offset[b], row b). Masked (-inf) logits
-// are never drawn. Use offsets distinct from the ones given to `verify`.
+// are never drawn. Use offsets distinct from the ones given to `verify`. With filters, the
+// token is drawn from the kept set of `filter_logits` (numerators as above).
 struct SampleParams {
   PerRow<float> temperature;
   PerRow<int64_t> seed;
   PerRow<int64_t> offset;
+  Filters filters;
 };
 Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens);
 

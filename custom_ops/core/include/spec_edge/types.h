@@ -51,6 +51,8 @@ struct PerRow {
   const T* data = nullptr;
   int64_t count = 0;
   T at(int64_t b) const { return data[count == 1 ? 0 : b]; }
+  // The value of row b, or `absent` when the parameter was not given (count 0).
+  T at_or(int64_t b, T absent) const { return count == 0 ? absent : at(b); }
 };
 
 // Outputs of the single-sequence verifiers, one entry per batch row.

@@ -1,0 +1,540 @@
+// Sort-free sampling filters. The passes over the row (max, mass, collect) are the ISA kernels;
+// everything after them works on the few collected candidates with the same scalar code on every
+// path, so the kept set and the drawn token are identical everywhere.
+#include "filters.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <initializer_list>
+#include <limits>
+
+#include "spec_edge/numerics.h"
+
+namespace spec_edge {
+namespace {
+
+using ll = long long;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// An unsigned key with the order of the float (no NaN here); -0 and +0 are one key.
+uint32_t order_key(float s) {
+  if (s == 0.0f) s = 0.0f;
+  const uint32_t u = float_to_bits(s);
+  return (u >> 31) != 0 ? ~u : u | 0x80000000u;
+}
+
+// The largest key K with W(> K) < target <= W(>= K), W the total weight of keys in a range:
+// a most-significant-digit-first radix select (four 8-bit digits), no sort. Each level keeps
+// only the items of the bucket that holds the boundary. Needs target > 0.
+template <class Weight>
+uint32_t select_by_weight(const std::vector<uint32_t>& keys, const std::vector<Weight>& weights,
+                          double target) {
+  thread_local std::vector<uint32_t> key;
+  thread_local std::vector<double> weight;
+  key.resize(keys.size());
+  weight.resize(keys.size());
+  uint32_t prefix = 0;
+  double above = 0.0;
+  size_t n = keys.size();
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    const bool first = shift == 24;
+    const uint32_t* k = first ? keys.data() : key.data();
+    const auto w_at = [&](size_t i) { return first ? static_cast<double>(weights[i]) : weight[i]; };
+    // Four interleaved histograms: runs of equal digits do not chain their additions.
+    double bucket[4][256] = {};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+      for (int h = 0; h < 4; ++h) bucket[h][(k[i + h] >> shift) & 255u] += w_at(i + h);
+    for (; i < n; ++i) bucket[0][(k[i] >> shift) & 255u] += w_at(i);
+    int d = 255;
+    for (; d > 0; --d) {
+      const double b = (bucket[0][d] + bucket[1][d]) + (bucket[2][d] + bucket[3][d]);
+      if (above + b >= target) break;
+      above += b;
+    }
+    prefix |= static_cast<uint32_t>(d) << shift;
+    if (shift == 0) break;
+    // Keep the items of bucket d for the next digit (branch-free).
+    const uint32_t high = ~0u << shift;
+    size_t w = 0;
+    for (i = 0; i < n; ++i) {
+      const uint32_t ki = k[i];
+      const double wi = w_at(i);
+      key[w] = ki;
+      weight[w] = wi;
+      w += (ki & high) == prefix;
+    }
+    n = w;
+  }
+  return prefix;
+}
+
+// The sum of numerators in index order, in four interleaved double partial sums (so the
+// additions do not form one long dependency chain), combined as (s0 + s1) + (s2 + s3).
+double candidate_mass(const std::vector<float>& num) {
+  double s[4] = {};
+  size_t i = 0;
+  for (; i + 4 <= num.size(); i += 4)
+    for (int l = 0; l < 4; ++l) s[l] += static_cast<double>(num[i + l]);
+  for (; i < num.size(); ++i) s[0] += static_cast<double>(num[i]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// Index of `id` in the ascending `ids`, or -1.
+int64_t find_sorted(const std::vector<int64_t>& ids, int64_t id) {
+  const auto it = std::lower_bound(ids.begin(), ids.end(), id);
+  return it != ids.end() && *it == id ? it - ids.begin() : -1;
+}
+
+Status no_finite_logit(RowName where) {
+  return Status::error(Code::kInvalidArgument, "%s] has no finite logit (every token is masked)",
+                       where.prefix().c_str());
+}
+
+}  // namespace
+
+std::string RowName::prefix() const {
+  char buf[96];
+  if (i < 0) std::snprintf(buf, sizeof buf, "%s[%lld", name, (ll)b);
+  else std::snprintf(buf, sizeof buf, "%s[%lld, %lld", name, (ll)b, (ll)i);
+  return buf;
+}
+
+Status check_sampling(int64_t B, int64_t V, PerRow<float> temperature, int64_t seed_count,
+                      int64_t offset_count, const Filters& f) {
+  struct Count {
+    const char* name;
+    int64_t count;
+    bool optional;
+  };
+  for (const Count& p : {Count{"temperature", temperature.count, false},
+                         Count{"seed", seed_count, false}, Count{"offset", offset_count, false},
+                         Count{"top_k", f.top_k.count, true}, Count{"top_p", f.top_p.count, true},
+                         Count{"min_p", f.min_p.count, true},
+                         Count{"repetition_penalty", f.repetition_penalty.count, true}})
+    if (!(p.count == 1 || p.count == B || (p.optional && p.count == 0)))
+      return Status::error(Code::kInvalidArgument,
+                           "%s: expected one value or one per batch row (B=%lld), got %lld", p.name,
+                           (ll)B, (ll)p.count);
+  for (int64_t b = 0; b < B; ++b) {
+    const RowSampling r = row_sampling(temperature, f, b);
+    const float T = r.temperature;
+    if (!(T >= 0.0f && T <= FLT_MAX))
+      return Status::error(Code::kInvalidArgument,
+                           "temperature[%lld] = %g: expected a finite value >= 0 (0 means greedy)",
+                           (ll)b, (double)T);
+    if (T > 0.0f && !(1.0f / T <= FLT_MAX))
+      return Status::error(Code::kInvalidArgument,
+                           "temperature[%lld] = %g is too small: 1 / temperature overflows float "
+                           "(use 0 for greedy)",
+                           (ll)b, (double)T);
+    if (r.top_k < 0 || r.top_k > V)
+      return Status::error(Code::kInvalidArgument,
+                           "top_k[%lld] = %lld: expected 0 (off) .. V=%lld", (ll)b, (ll)r.top_k,
+                           (ll)V);
+    if (!(r.top_p > 0.0f && r.top_p <= 1.0f))
+      return Status::error(Code::kInvalidArgument, "top_p[%lld] = %g: expected a value in (0, 1]",
+                           (ll)b, (double)r.top_p);
+    if (!(r.min_p >= 0.0f && r.min_p <= 1.0f))
+      return Status::error(Code::kInvalidArgument, "min_p[%lld] = %g: expected a value in [0, 1]",
+                           (ll)b, (double)r.min_p);
+    if (!(r.penalty > 0.0f && r.penalty <= FLT_MAX))
+      return Status::error(Code::kInvalidArgument,
+                           "repetition_penalty[%lld] = %g: expected a finite value > 0", (ll)b,
+                           (double)r.penalty);
+  }
+  const Tokens& prev = f.prev_tokens;
+  if (prev.data != nullptr || prev.len > 0) {
+    if (!(prev.batch == 1 || prev.batch == B))
+      return Status::error(Code::kInvalidArgument,
+                           "prev_tokens: expected 1 or B=%lld rows, got %lld", (ll)B, (ll)prev.batch);
+    if (prev.data == nullptr && prev.len > 0)
+      return Status::error(Code::kInvalidArgument, "prev_tokens: data pointer is null");
+    for (int64_t b = 0; b < prev.batch; ++b)
+      for (int64_t i = 0; i < prev.len; ++i) {
+        const int64_t t = prev.at(b, i);
+        if (t != -1 && (t < 0 || t >= V))
+          return Status::error(Code::kInvalidArgument,
+                               "prev_tokens[%lld, %lld] = %lld is outside the vocabulary [0, %lld) "
+                               "(-1 is padding)",
+                               (ll)b, (ll)i, (ll)t, (ll)V);
+      }
+  }
+  return Status::ok();
+}
+
+RowSampling row_sampling(PerRow<float> temperature, const Filters& f, int64_t b) {
+  RowSampling r;
+  r.temperature = temperature.at(b);
+  r.top_k = f.top_k.at_or(b, 0);
+  r.top_p = f.top_p.at_or(b, 1.0f);
+  r.min_p = f.min_p.at_or(b, 0.0f);
+  r.penalty = f.repetition_penalty.at_or(b, 1.0f);
+  return r;
+}
+
+void PenalizedIds::reset(const Filters& f, int64_t b, bool active) {
+  ids_.clear();
+  active_ = active && f.prev_tokens.data != nullptr;
+  if (!active_) return;
+  const int64_t row = f.prev_tokens.batch == 1 ? 0 : b;
+  for (int64_t i = 0; i < f.prev_tokens.len; ++i) {
+    const int64_t t = f.prev_tokens.at(row, i);
+    if (t >= 0) ids_.push_back(t);
+  }
+  std::sort(ids_.begin(), ids_.end());
+  ids_.erase(std::unique(ids_.begin(), ids_.end()), ids_.end());
+}
+
+void PenalizedIds::insert(int64_t id) {
+  if (!active_) return;
+  const auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+  if (it == ids_.end() || *it != id) ids_.insert(it, id);
+}
+
+Status bad_logit(const RowKernels& k, const void* row, int64_t V, RowName where) {
+  for (int64_t j = 0; j < V; ++j) {
+    const float v = k.load(row, j);
+    if (!(v < kInf))
+      return Status::error(Code::kInvalidArgument, "%s, %lld] = %g: logits must not be NaN or +inf",
+                           where.prefix().c_str(), (ll)j, (double)v);
+  }
+  return Status::ok();
+}
+
+float patched_row_max(const RowKernels& k, const void* row, int64_t V, float raw_max,
+                      Patches patches) {
+  if (patches.count == 0) return raw_max;
+  float raw_patched = -kInf, patched = -kInf;
+  for (int64_t i = 0; i < patches.count; ++i) {
+    raw_patched = std::max(raw_patched, k.load(row, patches.index[i]));
+    patched = std::max(patched, patches.value[i]);
+  }
+  // The unpatched maximum stands unless a patched token held it.
+  if (raw_max > raw_patched) return std::max(raw_max, patched);
+  return k.patched_max(row, V, patches);
+}
+
+Status greedy_token(const RowKernels& k, const void* row, int64_t V,
+                    const std::vector<int64_t>& penalized_ids, float penalty, RowName where,
+                    int64_t* token) {
+  const ArgmaxResult am = k.argmax(row, V);
+  if (am.nan_at >= 0)
+    return Status::error(Code::kInvalidArgument, "%s, %lld] is NaN", where.prefix().c_str(),
+                         (ll)am.nan_at);
+  *token = am.index;
+  if (penalty == 1.0f || penalized_ids.empty()) return Status::ok();
+  const float raw_max = k.load(row, am.index);
+  if (raw_max == -kInf) return Status::ok();  // every logit -inf: index 0, as argmax
+  thread_local std::vector<float> values, hit_values;
+  thread_local std::vector<int64_t> hits;
+  values.resize(penalized_ids.size());
+  for (size_t i = 0; i < penalized_ids.size(); ++i)
+    values[i] = apply_penalty(k.load(row, penalized_ids[i]), penalty);
+  const Patches patches{penalized_ids.data(), values.data(), static_cast<int64_t>(values.size())};
+  const float ymax = patched_row_max(k, row, V, raw_max, patches);
+  // Unpatched tokens at the maximum: x - ymax >= 0 holds exactly when x >= ymax.
+  hits.resize(V);
+  hit_values.resize(V);
+  ExpMap at_max;
+  at_max.xmax = ymax;
+  const int64_t n = k.collect(row, V, at_max, 0.0f, hits.data(), hit_values.data()).count;
+  int64_t best = V;
+  for (int64_t i = 0; i < n; ++i)
+    if (find_sorted(penalized_ids, hits[i]) < 0) {
+      best = hits[i];
+      break;
+    }
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i] == ymax) {
+      best = std::min(best, penalized_ids[i]);
+      break;
+    }
+  *token = best;
+  return Status::ok();
+}
+
+Status FilteredRow::build(const RowKernels& k, const void* row, int64_t V, const RowSampling& rs,
+                          const std::vector<int64_t>& penalized_ids, RowName where) {
+  row_ = row;
+  V_ = V;
+  temperature_ = rs.temperature;
+  patch_index_.clear();
+  patch_value_.clear();
+  if (rs.penalty != 1.0f)
+    for (const int64_t id : penalized_ids) {
+      patch_index_.push_back(id);
+      patch_value_.push_back(apply_penalty(k.load(row, id), rs.penalty));
+    }
+  map_ = ExpMap{};
+  map_.patches = Patches{patch_index_.data(), patch_value_.data(),
+                         static_cast<int64_t>(patch_index_.size())};
+  map_.inv_temp = 1.0f / rs.temperature;
+  explicit_ = rs.filtered();
+  kept_.clear();
+  kept_y_.clear();
+  kept_num_.clear();
+  if (rs.top_k > 0) return candidates_top_k(k, rs, where);
+
+  const MaxResult mx = k.logit_max(row, V);
+  if (!mx.clean) return bad_logit(k, row, V, where);
+  map_.xmax = patched_row_max(k, row, V, mx.max, map_.patches);
+  if (map_.xmax == -kInf) return no_finite_logit(where);
+  if (!explicit_) {
+    block_sums_.resize((V + kBlock - 1) / kBlock);
+    mass_ = k.exp_mass(row, V, map_, block_sums_.data());
+    return Status::ok();
+  }
+  return candidates_by_mass(k, rs);
+}
+
+// Candidates: the collected unpatched ids merged with the patched ids whose value passes the
+// same test, ascending, with their (patched) logits.
+void FilteredRow::add_candidates(int64_t n, float threshold, bool scaled) {
+  kept_.clear();
+  kept_y_.clear();
+  const Patches& p = map_.patches;
+  const auto passes = [&](float y) {
+    return scaled ? (y - map_.xmax) * map_.inv_temp >= threshold : y >= threshold;
+  };
+  if (p.count == 0) {
+    kept_.assign(collected_.begin(), collected_.begin() + n);
+    kept_y_.assign(collected_value_.begin(), collected_value_.begin() + n);
+    return;
+  }
+  int64_t pi = 0;
+  for (int64_t i = 0; i <= n; ++i) {
+    const int64_t id = i < n ? collected_[i] : V_;
+    for (; pi < p.count && p.index[pi] <= id; ++pi)
+      if (passes(p.value[pi])) {
+        kept_.push_back(p.index[pi]);
+        kept_y_.push_back(p.value[pi]);
+      }
+    if (i < n && (pi == 0 || p.index[pi - 1] != id)) {
+      kept_.push_back(id);
+      kept_y_.push_back(collected_value_[i]);
+    }
+  }
+}
+
+// Scaled-score keys and numerators of the candidates.
+void FilteredRow::score_candidates(const RowKernels& k) {
+  const size_t n = kept_.size();
+  keys_.resize(n);
+  kept_num_.resize(n);
+  for (size_t i = 0; i < n; ++i) keys_[i] = order_key(kept_y_[i] / temperature_);
+  k.exp_values(kept_y_.data(), static_cast<int64_t>(n), map_, kept_num_.data());
+}
+
+Status FilteredRow::candidates_top_k(const RowKernels& k, const RowSampling& rs, RowName where) {
+  collected_.resize(V_);
+  collected_value_.resize(V_);
+  // A first threshold from a strided sample: about 3k tokens expected above it.
+  const int64_t S = std::min<int64_t>(V_, 2048);
+  thread_local std::vector<float> sample;
+  sample.clear();
+  for (int64_t i = 0; i < S; ++i) {
+    const float v = k.load(row_, i * V_ / S);
+    if (v == v) sample.push_back(v);
+  }
+  int64_t rank = std::max<int64_t>(2, (3 * rs.top_k * S + V_ - 1) / V_ + 1);
+  for (;;) {
+    float theta = -kInf;
+    if (rank <= static_cast<int64_t>(sample.size())) {
+      std::nth_element(sample.begin(), sample.begin() + (rank - 1), sample.end(),
+                       std::greater<float>());
+      theta = sample[rank - 1];
+    }
+    ExpMap identity;  // (x - 0) * 1: the raw logit
+    const CollectResult c =
+        k.collect(row_, V_, identity, theta, collected_.data(), collected_value_.data());
+    if (!c.clean) return bad_logit(k, row_, V_, where);
+    add_candidates(c.count, theta, /*scaled=*/false);
+    rank *= 8;
+    if (static_cast<int64_t>(kept_.size()) < rs.top_k && theta > -kInf) continue;
+    float ymax = -kInf;
+    for (const float y : kept_y_) ymax = std::max(ymax, y);
+    if (ymax == -kInf) {
+      if (theta > -kInf) continue;
+      return no_finite_logit(where);
+    }
+    map_.xmax = ymax;
+    keys_.resize(kept_.size());
+    for (size_t i = 0; i < kept_.size(); ++i) keys_[i] = order_key(kept_y_[i] / temperature_);
+    thread_local std::vector<uint8_t> ones;
+    ones.assign(kept_.size(), 1);
+    const uint32_t kth = select_by_weight(keys_, ones, static_cast<double>(rs.top_k));
+    // A token left below the guess could still tie the k-th scaled score: then guess lower.
+    if (theta > -kInf && !(kth > order_key(theta / temperature_))) continue;
+    size_t w = 0;
+    for (size_t i = 0; i < kept_.size(); ++i)
+      if (keys_[i] >= kth) {
+        kept_[w] = kept_[i];
+        kept_y_[w] = kept_y_[i];
+        keys_[w] = keys_[i];
+        ++w;
+      }
+    kept_.resize(w);
+    kept_y_.resize(w);
+    keys_.resize(w);
+    break;
+  }
+  kept_num_.resize(kept_.size());
+  k.exp_values(kept_y_.data(), static_cast<int64_t>(kept_.size()), map_, kept_num_.data());
+  finish(rs, candidate_mass(kept_num_));
+  return Status::ok();
+}
+
+Status FilteredRow::candidates_by_mass(const RowKernels& k, const RowSampling& rs) {
+  collected_.resize(V_);
+  collected_value_.resize(V_);
+  const bool top_p = rs.top_p < 1.0f;
+  block_sums_.resize((V_ + kBlock - 1) / kBlock);
+  const double Z = top_p ? k.exp_mass(row_, V_, map_, block_sums_.data()) : 0.0;
+  // Tokens below log(min_p) (with a margin far above the exp error) fail min-p.
+  const float min_p_floor = rs.min_p > 0.0f ? std::log(rs.min_p) - 1e-3f : -kInf;
+  // A first guess at the top-p boundary from a strided sample, lowered so that the candidates
+  // most likely carry the top-p mass; if they do not, every token is a candidate.
+  for (const float guess : {top_p ? top_p_guess(k, rs.top_p) : -kInf, -kInf}) {
+    const float threshold = std::max(guess, min_p_floor);
+    const int64_t n =
+        k.collect(row_, V_, map_, threshold, collected_.data(), collected_value_.data()).count;
+    add_candidates(n, threshold, /*scaled=*/true);
+    score_candidates(k);
+    const double collected_mass = candidate_mass(kept_num_);
+    // Done when the top-p boundary lies among the candidates, or when every token left out
+    // fails min-p anyway.
+    if (!top_p || collected_mass >= static_cast<double>(rs.top_p) * Z || threshold <= min_p_floor)
+      break;
+  }
+  finish(rs, Z);
+  return Status::ok();
+}
+
+// The scaled distance d = (y - ymax) / T below which a strided sample of the row holds less than
+// half of the mass top-p removes.
+float FilteredRow::top_p_guess(const RowKernels& k, float top_p) {
+  const int64_t S = std::min<int64_t>(V_, 1024);
+  thread_local std::vector<float> d, e;
+  d.resize(S);
+  e.resize(S);
+  for (int64_t i = 0; i < S; ++i) d[i] = std::min(0.0f, (k.load(row_, i * V_ / S) - map_.xmax) * map_.inv_temp);
+  std::sort(d.begin(), d.end(), std::greater<float>());
+  ExpMap unit;  // d is already scaled
+  k.exp_values(d.data(), S, unit, e.data());
+  double total = 0.0;
+  for (const float v : e) total += v;
+  const double wanted = total * (1.0 - 0.5 * (1.0 - static_cast<double>(top_p)));
+  double cum = 0.0;
+  for (int64_t i = 0; i < S; ++i) {
+    cum += e[i];
+    if (cum >= wanted) return d[i] - 1.0f;
+  }
+  return -kInf;
+}
+
+// Top-p over the candidates (Z: the mass they are normalized by), then min-p, then the mass of
+// what is kept.
+void FilteredRow::finish(const RowSampling& rs, double Z) {
+  uint32_t lowest = 0;
+  if (rs.top_p < 1.0f)
+    lowest = select_by_weight(keys_, kept_num_, static_cast<double>(rs.top_p) * Z);
+  if (rs.min_p > 0.0f) {
+    // Everything at or below the largest score that fails min-p goes.
+    uint32_t worst_failing = 0;
+    for (size_t i = 0; i < kept_.size(); ++i)
+      worst_failing = std::max(worst_failing, kept_num_[i] < rs.min_p ? keys_[i] + 1 : 0u);
+    lowest = std::max(lowest, worst_failing);
+  }
+  size_t w = 0;
+  for (size_t i = 0; i < kept_.size(); ++i) {  // branch-free compaction
+    const uint32_t key = keys_[i];
+    kept_[w] = kept_[i];
+    kept_y_[w] = kept_y_[i];
+    kept_num_[w] = kept_num_[i];
+    keys_[w] = key;
+    w += key >= lowest;
+  }
+  kept_.resize(w);
+  kept_y_.resize(w);
+  kept_num_.resize(w);
+  keys_.resize(w);
+  mass_ = candidate_mass(kept_num_);
+}
+
+float FilteredRow::numerator(const RowKernels& k, int64_t t) const {
+  if (explicit_) {
+    const int64_t i = find_sorted(kept_, t);
+    return i < 0 ? 0.0f : kept_num_[i];
+  }
+  const int64_t i = find_sorted(patch_index_, t);
+  const float y = i < 0 ? k.load(row_, t) : patch_value_[i];
+  return exp_nonpositive((y - map_.xmax) * map_.inv_temp);
+}
+
+int64_t FilteredRow::draw(const RowKernels& k, double target) const {
+  if (!explicit_) return k.exp_scan(row_, V_, map_, block_sums_.data(), target);
+  double cum = 0.0;
+  int64_t last = -1;
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    if (!(kept_num_[i] > 0.0f)) continue;
+    cum += kept_num_[i];
+    last = kept_[i];
+    if (cum > target) return last;
+  }
+  return last;
+}
+
+void FilteredRow::write_scaled(float* out) const {
+  const Patches& p = map_.patches;
+  for (int64_t i = 0; i < p.count; ++i) out[p.index[i]] = p.value[i];
+  if (!explicit_) {
+    if (temperature_ != 1.0f)
+      for (int64_t j = 0; j < V_; ++j) out[j] = out[j] / temperature_;
+    return;
+  }
+  size_t next = 0;
+  for (int64_t j = 0; j < V_; ++j) {
+    if (next < kept_.size() && kept_[next] == j) {
+      out[j] = out[j] / temperature_;
+      ++next;
+    } else {
+      out[j] = -kInf;
+    }
+  }
+}
+
+double FilteredRow::residual_mass(const FilteredRow& q, float a, float b) const {
+  return residual_walk(q, a, b, -1.0, nullptr);
+}
+
+int64_t FilteredRow::residual_draw(const FilteredRow& q, float a, float b, double target) const {
+  int64_t token = -1;
+  residual_walk(q, a, b, target, &token);
+  return token;
+}
+
+// max(0, num_p * a - num_q * b) over p's kept tokens, ascending, summed in double; with `token`,
+// stops at the first running sum above `target` (or the last positive term).
+double FilteredRow::residual_walk(const FilteredRow& q, float a, float b, double target,
+                                  int64_t* token) const {
+  double cum = 0.0;
+  size_t qi = 0;
+  for (size_t i = 0; i < kept_.size(); ++i) {
+    const int64_t id = kept_[i];
+    while (qi < q.kept_.size() && q.kept_[qi] < id) ++qi;
+    const float nq = qi < q.kept_.size() && q.kept_[qi] == id ? q.kept_num_[qi] : 0.0f;
+    const float d = kept_num_[i] * a - nq * b;
+    if (!(d > 0.0f)) continue;
+    cum += d;
+    if (token != nullptr) {
+      *token = id;
+      if (cum > target) break;
+    }
+  }
+  return cum;
+}
+
+}  // namespace spec_edge

@@ -1,0 +1,118 @@
+// The sampling filters (repetition penalty, temperature, top-k, top-p, min-p) of one logit row,
+// resolved without sorting the row: the definition behind `filter_logits`, filtered `sample`
+// and filtered `verify` (docs/FILTERS.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "row_kernels.h"
+#include "spec_edge/ops.h"
+#include "spec_edge/status.h"
+
+namespace spec_edge {
+
+// "name[b, i" (or "name[b" for a [B, V] tensor): the row part of an element's index.
+struct RowName {
+  const char* name;
+  int64_t b, i;
+  std::string prefix() const;
+};
+
+// The repetition penalty of one logit (transformers' rule).
+inline float apply_penalty(float x, float penalty) { return x < 0.0f ? x * penalty : x / penalty; }
+
+// One row's sampling parameters, resolved from the per-row tensors.
+struct RowSampling {
+  float temperature = 1.0f;  // 0: greedy
+  int64_t top_k = 0;
+  float top_p = 1.0f, min_p = 0.0f, penalty = 1.0f;
+  bool filtered() const { return top_k > 0 || top_p < 1.0f || min_p > 0.0f; }
+};
+
+// Checks temperature/seed/offset counts and values and the filter parameters against a batch
+// of B rows over a vocabulary of V.
+Status check_sampling(int64_t B, int64_t V, PerRow<float> temperature, int64_t seed_count,
+                      int64_t offset_count, const Filters& filters);
+RowSampling row_sampling(PerRow<float> temperature, const Filters& filters, int64_t b);
+
+// The distinct ids a row's repetition penalty applies to, ascending.
+class PenalizedIds {
+ public:
+  // prev_tokens row b (padding skipped); empty when the penalty is off for the row.
+  void reset(const Filters& filters, int64_t b, bool active);
+  void insert(int64_t id);  // one more id seen (a draft token), if active
+  const std::vector<int64_t>& ids() const { return ids_; }
+
+ private:
+  bool active_ = false;
+  std::vector<int64_t> ids_;
+};
+
+// One logit row under the filters: its numerators exp_nonpositive((y - ymax) / T) (y: the
+// penalized logits), restricted to the kept set and summed into `mass`. Any of top-k, top-p,
+// min-p makes the kept set explicit (`kept`, ascending, with its numerators); otherwise every
+// token is kept and the row is read through `map`. Not copyable: `map` points into it.
+class FilteredRow {
+ public:
+  FilteredRow() = default;
+  FilteredRow(const FilteredRow&) = delete;
+  FilteredRow& operator=(const FilteredRow&) = delete;
+
+  // T > 0. Errors name `where` (NaN or +inf logits, no finite logit).
+  Status build(const RowKernels& k, const void* row, int64_t V, const RowSampling& rs,
+               const std::vector<int64_t>& penalized, RowName where);
+
+  double mass() const { return mass_; }
+  bool explicit_set() const { return explicit_; }
+  const ExpMap& map() const { return map_; }
+  // The numerator of token t (0 outside the kept set).
+  float numerator(const RowKernels& k, int64_t t) const;
+  // Inverse CDF: the kept token at which the running numerator sum first exceeds `target`.
+  int64_t draw(const RowKernels& k, double target) const;
+  // filter_logits' row: `out` holds the row's logits as float on entry; kept tokens become
+  // y / T, the others -inf.
+  void write_scaled(float* out) const;
+  // Residual max(0, num_p * a - num_q * b) of p = this row and q, both explicit: its mass, or
+  // the draw at `target` when target >= 0.
+  double residual_mass(const FilteredRow& q, float a, float b) const;
+  int64_t residual_draw(const FilteredRow& q, float a, float b, double target) const;
+
+ private:
+  Status candidates_top_k(const RowKernels& k, const RowSampling& rs, RowName where);
+  Status candidates_by_mass(const RowKernels& k, const RowSampling& rs);
+  void add_candidates(int64_t n_collected, float threshold, bool scaled);
+  void score_candidates(const RowKernels& k);
+  float top_p_guess(const RowKernels& k, float top_p);
+  void finish(const RowSampling& rs, double Z);
+  double residual_walk(const FilteredRow& q, float a, float b, double target,
+                       int64_t* token) const;
+
+  const void* row_ = nullptr;
+  int64_t V_ = 0;
+  float temperature_ = 1.0f;
+  ExpMap map_;
+  bool explicit_ = false;
+  double mass_ = 0.0;
+  std::vector<int64_t> patch_index_;
+  std::vector<float> patch_value_;
+  std::vector<int64_t> collected_;  // scratch for the collect pass
+  std::vector<float> collected_value_;
+  std::vector<float> block_sums_;  // of the unfiltered mass, for the draw
+  std::vector<int64_t> kept_;
+  std::vector<float> kept_y_, kept_num_;
+  std::vector<uint32_t> keys_;
+};
+
+// The logit row's error for a NaN or +inf element, found by an exact scan.
+Status bad_logit(const RowKernels& k, const void* row, int64_t V, RowName where);
+// The patched row maximum, given the unpatched one.
+float patched_row_max(const RowKernels& k, const void* row, int64_t V, float raw_max,
+                      Patches patches);
+// Greedy token of a logit row under the penalty: the first index of the maximum of y.
+Status greedy_token(const RowKernels& k, const void* row, int64_t V,
+                    const std::vector<int64_t>& penalized, float penalty, RowName where,
+                    int64_t* token);
+
+}  // namespace spec_edge
