@@ -132,24 +132,39 @@ int main() {
                accept_bound, (2 * K + 1) * V * 4e-6);
       }
     }
-    for (int64_t B : {1, 8}) {  // the unfiltered sample pass at V = 128256, T = 0.8
+    // The sampler at V = 128256, T = 0.8: unfiltered, top-p alone, and the full pipeline
+    // (penalty 1.1 over 64 previous tokens, top-k 50, top-p 0.95, min-p 0.05).
+    const int64_t top_k = 50;
+    const float top_p = 0.95f, min_p = 0.05f, penalty = 1.1f;
+    std::vector<int64_t> prev(64);
+    for (auto& id : prev) id = static_cast<int64_t>(rng() % 128256);
+    struct Pipeline {
+      const char* name;
+      Filters filters;
+    } pipelines[3] = {{"sample", {}}, {"sample top-p", {}}, {"sample full pipeline", {}}};
+    pipelines[1].filters.top_p = {&top_p, 1};
+    pipelines[2].filters = Filters{{&top_k, 1}, {&top_p, 1}, {&min_p, 1}, {&penalty, 1},
+                                   Tokens{prev.data(), 1, 64, 0, 1}};
+    for (int64_t B : {1, 8}) {
       const int64_t V = 128256;
       std::vector<float> one(B * V);
       for (auto& x : one) x = normal(rng);
       const Pool pool = make_pool(one, dram);
       const float temp = 0.8f;
       const int64_t seed = 1, offset = 0;
-      const SampleParams params{{&temp, 1}, {&seed, 1}, {&offset, 1}};
       std::vector<int64_t> drawn(B);
       char shape[64];
       std::snprintf(shape, sizeof shape, "B=%lld, V=%lld, T=0.8", (long long)B, (long long)V);
       size_t i = 0;
       const double bound = median_us([&] { g_sink = sum(pool.at(i++), one.size()); });
-      for (const char* const* isa = available_isa_list(); *isa; ++isa) {
-        if (!select_isa(*isa).is_ok()) continue;
-        report("sample", *isa, shape, dram,
-               median_us([&] { sample(rows_of(pool.at(i++), B, 1, V), params, drawn.data()); }), bound,
-               one.size() * 4e-6);
+      for (const Pipeline& pipeline : pipelines) {
+        const SampleParams params{{&temp, 1}, {&seed, 1}, {&offset, 1}, pipeline.filters};
+        for (const char* const* isa = available_isa_list(); *isa; ++isa) {
+          if (!select_isa(*isa).is_ok()) continue;
+          report(pipeline.name, *isa, shape, dram,
+                 median_us([&] { sample(rows_of(pool.at(i++), B, 1, V), params, drawn.data()); }),
+                 bound, one.size() * 4e-6);
+        }
       }
     }
     const int64_t V = 32000, K = 4;

@@ -123,3 +123,75 @@ def test_non_contiguous_inputs_are_handled():
     r = spec_edge.verify_greedy(big[0], torch.tensor([0]))
     assert int(r.n_accepted) in (0, 1)
     assert r == spec_edge.verify_greedy(big[0].contiguous(), torch.tensor([0]))
+
+
+X = torch.log(P + 0.1)  # [3, 3] logits: B = 3 rows
+
+FILTER_CASES = [
+    ("top_k negative", dict(top_k=-1), ValueError, r"top_k\[0\] = -1: expected 0 \(off\) .. V=3"),
+    ("top_k above V", dict(top_k=4), ValueError, r"top_k\[0\] = 4"),
+    ("top_k per row", dict(top_k=torch.tensor([0, 1, 5])), ValueError, r"top_k\[2\] = 5"),
+    ("top_k dtype", dict(top_k=torch.tensor(1.0)), TypeError, r"top_k: expected an integer tensor"),
+    ("top_p zero", dict(top_p=0.0), ValueError, r"top_p\[0\] = 0: expected a value in \(0, 1\]"),
+    ("top_p above 1", dict(top_p=1.5), ValueError, r"top_p\[0\] = 1.5"),
+    ("top_p NaN", dict(top_p=math.nan), ValueError, r"top_p\[0\] = nan"),
+    ("min_p negative", dict(min_p=-0.1), ValueError, r"min_p\[0\] = -0.1: expected a value in \[0, 1\]"),
+    ("min_p above 1", dict(min_p=1.01), ValueError, r"min_p\[0\] = 1.01"),
+    ("penalty zero", dict(repetition_penalty=0.0), ValueError, r"repetition_penalty\[0\] = 0: expected a finite value > 0"),
+    ("penalty negative", dict(repetition_penalty=-1.2), ValueError, r"repetition_penalty\[0\] = -1.2"),
+    ("penalty inf", dict(repetition_penalty=math.inf), ValueError, r"repetition_penalty\[0\] = inf"),
+    ("penalty count", dict(repetition_penalty=torch.tensor([1.1, 1.2])), ValueError,
+     r"repetition_penalty: expected one value or one per batch row \(B=3\), got 2"),
+    ("prev_tokens above V", dict(prev_tokens=torch.tensor([[0, 3]])), ValueError,
+     r"prev_tokens\[0, 1\] = 3 is outside the vocabulary \[0, 3\) \(-1 is padding\)"),
+    ("prev_tokens negative", dict(prev_tokens=torch.tensor([-2])), ValueError, r"prev_tokens\[0, 0\] = -2"),
+    ("prev_tokens rows", dict(prev_tokens=torch.zeros(2, 4, dtype=torch.long)), ValueError,
+     r"prev_tokens: expected 1 or B=3 rows, got 2"),
+    ("prev_tokens dtype", dict(prev_tokens=torch.zeros(1, 4)), TypeError, r"prev_tokens: unsupported dtype Float"),
+    ("prev_tokens rank", dict(prev_tokens=torch.zeros(1, 1, 4, dtype=torch.long)), ValueError,
+     r"prev_tokens: expected shape \[L\] or \[B, L\]"),
+]
+
+
+@pytest.mark.parametrize("op", ["sample", "filter_logits", "verify"])
+@pytest.mark.parametrize("name,fields,exc,match", FILTER_CASES, ids=[c[0] for c in FILTER_CASES])
+def test_filters_are_checked_by_every_op(op, name, fields, exc, match):
+    filters = spec_edge.Filters(**fields)
+    with pytest.raises(exc, match=match):
+        if op == "sample":
+            spec_edge.sample(X, 0.8, filters=filters)
+        elif op == "filter_logits":
+            spec_edge.filter_logits(X, 0.8, filters)
+        else:
+            spec_edge.verify(X[:, None].expand(3, 3, 3), X[:, None, :].expand(3, 2, 3),
+                             torch.zeros(3, 2, dtype=torch.long), 0.8, filters=filters)
+
+
+LOGIT_CASES = [
+    ("NaN logit", with_value(X, (1, 2), math.nan), r"logits\[1, 2\] = nan: logits must not be NaN or \+inf"),
+    ("+inf logit", with_value(X, (0, 0), math.inf), r"logits\[0, 0\] = inf"),
+    ("all masked", with_value(X, 2, -math.inf), r"logits\[2\] has no finite logit"),
+]
+
+
+@pytest.mark.parametrize("filters", [spec_edge.Filters(), spec_edge.Filters(top_k=2),
+                                     spec_edge.Filters(top_p=0.5, min_p=0.1, repetition_penalty=1.2,
+                                                       prev_tokens=torch.tensor([0]))],
+                         ids=["unfiltered", "top_k", "top_p_min_p_penalty"])
+@pytest.mark.parametrize("name,logits,match", LOGIT_CASES, ids=[c[0] for c in LOGIT_CASES])
+def test_sample_and_filter_logits_reject_bad_logits(name, logits, match, filters):
+    for call in (lambda: spec_edge.sample(logits, 0.8, filters=filters),
+                 lambda: spec_edge.filter_logits(logits, 0.8, filters)):
+        with pytest.raises(ValueError, match=match):
+            call()
+
+
+def test_filter_logits_shape_and_dtype_errors():
+    with pytest.raises(ValueError, match=r"logits: expected shape \[B, V\]"):
+        spec_edge.filter_logits(X[0], 1.0)
+    with pytest.raises(TypeError, match=r"logits: unsupported dtype Double"):
+        spec_edge.filter_logits(X.double(), 1.0)
+    with pytest.raises(ValueError, match=r"temperature\[0\] = -1"):
+        spec_edge.filter_logits(X, -1.0)
+    with pytest.raises(TypeError, match=r"out: expected dtype Float \(the logits'\), got Half"):
+        torch.ops.spec_edge.filter_logits.out(X, torch.tensor(1.0), out=torch.empty(3, 3, dtype=torch.half))

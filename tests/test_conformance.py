@@ -24,12 +24,17 @@ import pytest
 import torch
 
 import spec_edge
+from filter_ref import filtered_law
 from stats_utils import binomial_z_pvalue, chisquare_pvalue, exact_sampler_tvd_floor, tvd
 
 K, V = 3, 6
 N_CI, N_FULL, CHUNK = 40_000, 10_000_000, 1_000_000
-MODES = ["greedy", "accept", "draft_free", "verify_T0.5", "verify_T1", "verify_T1.5"]
-CONTROLS = ["no_residual_renormalization", "accept_min_q_over_p", "bonus_from_q", "reused_uniform"]
+MODES = ["greedy", "accept", "draft_free", "verify_T0.5", "verify_T1", "verify_T1.5", "verify_filtered"]
+CONTROLS = ["no_residual_renormalization", "accept_min_q_over_p", "bonus_from_q", "reused_uniform",
+            "draft_unfiltered"]
+# verify_filtered: the filters of the sampling issue inside verify, on target and draft alike.
+FILTERED_T = 0.8
+FILTERED = spec_edge.Filters(top_k=4, top_p=0.9, min_p=0.05)
 TESTS_PER_CASE = 2 + K + (K + 1)
 FAMILY_ALPHA = 0.01
 N_BATTERIES = 10 * (len(MODES) + len(CONTROLS) + 1)
@@ -84,14 +89,22 @@ CASES = make_cases()
 
 
 def temperature_of(mode: str) -> float | None:
+    if mode == "verify_filtered":
+        return FILTERED_T
     return float(mode.split("_T")[1]) if mode.startswith("verify") else None
 
 
 def law(case: Case, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """(p, q) as the verifier sees them: tempered for verify."""
+    """(p, q) as the verifier sees them: tempered for verify, and filtered (docs/FILTERS.md,
+    restated in numpy by filter_ref) for verify_filtered."""
     T = temperature_of(mode)
     if T is None:
         return case.p, case.q
+    if mode == "verify_filtered":
+        f = FILTERED
+        warp = lambda x: torch.stack([torch.from_numpy(filtered_law(
+            torch.log(row).float().numpy(), T, f.top_k, f.top_p, f.min_p)) for row in x])
+        return warp(case.p), warp(case.q)
     temper = lambda x: torch.softmax(torch.log(x) / T, -1)
     return temper(case.p), temper(case.q)
 
@@ -137,7 +150,7 @@ def control_verifier(p, q, tokens, u, bug: str | None):
 
 def simulate(case: Case, mode: str, trials: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Runs `trials` verification rounds; returns n_accepted [N] and emitted tokens [N, K+1]."""
-    p, q = law(case, mode)
+    p, q = law(case, "verify_filtered" if mode == "draft_unfiltered" else mode)
     all_n, all_emitted = [], []
     for chunk, start in enumerate(range(0, trials, CHUNK)):
         m = min(CHUNK, trials - start)
@@ -152,9 +165,13 @@ def simulate(case: Case, mode: str, trials: int, seed: int = 0) -> tuple[np.ndar
         elif mode == "draft_free":
             n, nxt = spec_edge.accept_with_uniforms(expand(p), None, tokens, u)
         elif mode.startswith("verify"):
+            filters = FILTERED if mode == "verify_filtered" else spec_edge.Filters()
             n, out = spec_edge.verify(expand(torch.log(case.p)), expand(torch.log(case.q[:K])), tokens,
-                                      temperature=temperature_of(mode), seed=seed, offset=chunk)
+                                      temperature=temperature_of(mode), seed=seed, offset=chunk,
+                                      filters=filters)
             nxt = out.gather(1, n[:, None])[:, 0]
+        elif mode == "draft_unfiltered":  # the classic bug: the draft warped differently
+            n, nxt = control_verifier(p, law(case, f"verify_T{FILTERED_T}")[1], tokens, u, None)
         else:
             n, nxt = control_verifier(p, q, tokens, u, None if mode == "python_exact" else mode)
         cols = torch.arange(K + 1)[None]
@@ -239,7 +256,8 @@ def test_python_exact_verifier_passes_the_same_battery(trials):
 @pytest.mark.stat
 @pytest.mark.parametrize("control", CONTROLS)
 def test_negative_control_fails_the_battery(control, trials):
-    failed = [c.name for c in CASES if not run_battery(c, control, min(trials, N_CI), law_mode="accept").passed]
+    law_mode = "verify_filtered" if control == "draft_unfiltered" else "accept"
+    failed = [c.name for c in CASES if not run_battery(c, control, min(trials, N_CI), law_mode=law_mode).passed]
     REPORT.append((f"control:{control}", f"fails {len(failed)}/{len(CASES)} cases", None))
     assert len(failed) > len(CASES) // 2, f"{control} fails only {failed}"
 

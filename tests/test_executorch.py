@@ -38,9 +38,16 @@ def to_program(module, args):
     return edge.to_executorch()
 
 
-def run(module, args):
+def load_forward(module, args):
+    """The program's forward method; the method keeps its program alive."""
     program = Runtime.get().load_program(to_program(module, args).buffer)
-    return program.load_method("forward").execute(list(args))
+    method = program.load_method("forward")
+    method.program = program
+    return method
+
+
+def run(module, args):
+    return load_forward(module, args).execute(list(args))
 
 
 def assert_same(got, want):
@@ -63,7 +70,8 @@ def case():
 
 def test_registry_lists_the_ops():
     assert spec_edge.executorch.registered_ops() == {
-        "spec_edge::verify_greedy.out", "spec_edge::accept.out", "spec_edge::verify.out", "spec_edge::sample.out"}
+        "spec_edge::verify_greedy.out", "spec_edge::accept.out", "spec_edge::verify.out", "spec_edge::sample.out",
+        "spec_edge::filter_logits.out"}
 
 
 def test_program_contains_the_out_variants(case):
@@ -92,8 +100,7 @@ def test_verify_with_runtime_parameters(case):
     logits, draft, _, _, tokens, _ = case
     args = (logits, draft, tokens, torch.tensor([0.0, 0.7, 1.3]), torch.tensor(5), torch.tensor(2),
             torch.tensor([4, 2, 0]))
-    program = Runtime.get().load_program(to_program(Verify(), args).buffer)
-    method = program.load_method("forward")
+    method = load_forward(Verify(), args)
     for seed in range(3):  # temperature, seed and offset stay inputs of the program
         args = args[:4] + (torch.tensor(seed),) + args[5:]
         assert_same(method.execute(list(args)), Verify()(*args))
@@ -101,7 +108,7 @@ def test_verify_with_runtime_parameters(case):
 
 def test_bad_input_fails_the_call_without_crashing(case):
     _, _, p, _, tokens, _ = case
-    method = Runtime.get().load_program(to_program(Greedy(), (p, tokens)).buffer).load_method("forward")
+    method = load_forward(Greedy(), (p, tokens))
     bad = tokens.clone()
     bad[1, 2] = 111
     with pytest.raises(RuntimeError):
@@ -117,7 +124,51 @@ class Sample(torch.nn.Module):
 def test_sample(case):
     logits = case[0][:, 0].contiguous()  # program inputs must be contiguous
     args = (logits, torch.tensor([0.0, 0.8, 1.5]), torch.tensor(3), torch.tensor(7))
-    method = Runtime.get().load_program(to_program(Sample(), args).buffer).load_method("forward")
+    method = load_forward(Sample(), args)
     for offset in range(3):
         args = args[:3] + (torch.tensor(offset),)
         assert_same(method.execute(list(args)), [Sample()(*args)])
+
+
+class FilteredSample(torch.nn.Module):
+    def forward(self, logits, temperature, seed, offset, top_k, top_p, min_p, penalty, prev):
+        return torch.ops.spec_edge.sample(logits, temperature, seed, offset, top_k, top_p, min_p, penalty, prev)
+
+
+class FilteredVerify(torch.nn.Module):
+    def forward(self, target, draft, tokens, temperature, seed, offset, top_k, top_p, min_p, penalty, prev):
+        return torch.ops.spec_edge.verify(target, draft, tokens, temperature, seed, offset, None,
+                                          top_k, top_p, min_p, penalty, prev)
+
+
+class FilterLogits(torch.nn.Module):
+    def forward(self, logits, temperature, top_k, top_p, min_p, penalty, prev):
+        return torch.ops.spec_edge.filter_logits(logits, temperature, top_k, top_p, min_p, penalty, prev)
+
+
+def filter_args(B, V):
+    return (torch.tensor([5, 0, 40][:B]), torch.tensor(0.9), torch.tensor([0.05, 0.0, 0.2][:B]),
+            torch.tensor(1.3), torch.randint(-1, V, (B, 6), generator=torch.Generator().manual_seed(1)))
+
+
+def test_filtered_sample_and_verify_take_the_filters_at_run_time(case):
+    logits, draft, _, _, tokens, _ = case
+    B, V = logits.shape[0], logits.shape[-1]
+    row = logits[:, 0].contiguous()
+    args = (row, torch.tensor([0.0, 0.8, 1.5]), torch.tensor(3), torch.tensor(7)) + filter_args(B, V)
+    method = load_forward(FilteredSample(), args)
+    for top_p in (0.5, 0.9, 1.0):
+        args = args[:5] + (torch.tensor(top_p),) + args[6:]
+        assert_same(method.execute(list(args)), [FilteredSample()(*args)])
+    args = (logits, draft, tokens, torch.tensor([0.0, 0.7, 1.3]), torch.tensor(5), torch.tensor(2)) + filter_args(B, V)
+    method = load_forward(FilteredVerify(), args)
+    for seed in range(3):
+        args = args[:4] + (torch.tensor(seed),) + args[5:]
+        assert_same(method.execute(list(args)), FilteredVerify()(*args))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_filter_logits(case, dtype):
+    logits = case[0][:, 0].contiguous().to(dtype)
+    args = (logits, torch.tensor([0.0, 0.8, 1.5])) + filter_args(logits.shape[0], logits.shape[1])
+    assert_same(run(FilterLogits(), args), [FilterLogits()(*args)])
