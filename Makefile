@@ -44,8 +44,11 @@ demo: build
 	$(PY) -m spec_edge.demo
 
 # Benchmarks (single thread, peers in the same process); tables land in docs/BENCHMARKS.md.
+# llama-cpp-python, a peer of the sampler benchmark only, builds from source (several minutes).
 bench: build
+	$(PY) -c "import llama_cpp" 2>/dev/null || $(PY) -m pip install -q llama-cpp-python diskcache jinja2
 	$(PY) bench/bench_verify.py --core-bench $(BUILD_DIR)/bench/spec_edge_bench_core --write docs/BENCHMARKS.md
+	$(PY) bench/bench_sample.py --write docs/BENCHMARKS.md
 
 clean:
 	rm -rf build python/spec_edge/_lib
