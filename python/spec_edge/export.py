@@ -1,0 +1,236 @@
+"""Export of the draft, target and verify programs (``.pte``) with spec_edge's ops fused in.
+
+The models are ExecuTorch's own Llama-family definition (``executorch.examples.models.llama``)
+with KV caches as mutable buffers indexed by position. Each program has several methods that
+share those buffers (``share_mutable_buffers``), so a rejected draft is rolled back just by
+position: the next step overwrites the stale entries.
+
+``draft.pte``
+    ``prefill(tokens [1, n], input_pos [1]) -> logits [1, V]`` (n up to the prefill chunk),
+    ``draft_step(token [1, 1], input_pos, temperature, top_k, top_p, min_p,
+    repetition_penalty, prev_tokens [1, C], seed, offset) -> (token [1], logits [1, V])``: the
+    model and the ``sample`` op in one call; the logits row goes to the target's verify step.
+``target.pte``
+    ``prefill`` as above; ``logits(tokens [1, n], input_pos) -> logits [1, n, V]`` (n up to
+    K+1); ``decode_step(token [1, 1], input_pos, <sampling>) -> token [1]`` (target-only
+    decoding through the same program); ``verify(tokens [1, K+1], input_pos, draft_logits
+    [1, K, V], <sampling>) -> (accept_len [1], tokens [1, K+1])``: the model over the last
+    token and the K draft tokens and the ``verify`` op, so the target logits never leave the
+    program.
+``verify.pte``
+    ``verify(target_logits [1, K+1, V], draft_logits [1, K, V], draft_tokens [1, K],
+    <sampling>) -> (accept_len [1], tokens [1, K+1])`` for targets exported elsewhere.
+
+``<sampling>`` is ``temperature [1], top_k [1], top_p [1], min_p [1], repetition_penalty [1],
+prev_tokens [1, C], seed [1], offset [1]``: runtime inputs, the same for both programs, so draft
+and target are always warped identically. ``prev_tokens`` is the context padded with -1 to
+``C = max_context_len``.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from . import executorch as se_executorch
+from . import ops  # noqa: F401  (registers the fake kernels the export traces through)
+
+MANIFEST = "manifest.json"
+MANIFEST_FORMAT = 1
+# Bumped when an op's schema or semantics change; loaders refuse programs built for another.
+OP_VERSIONS = {"spec_edge::verify": 2, "spec_edge::sample": 2, "spec_edge::verify_greedy": 1}
+SAMPLING_INPUTS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "prev_tokens",
+                   "seed", "offset")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes of a Llama-family model (ExecuTorch's ``ModelArgs`` subset spec_edge uses)."""
+
+    dim: int = 256
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    vocab_size: int = 512
+    hidden_dim: int | None = None
+    max_context_len: int = 256
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+
+    def model_args(self):
+        from executorch.examples.models.llama.model_args import ModelArgs
+        return ModelArgs(dim=self.dim, n_layers=self.n_layers, n_heads=self.n_heads,
+                         n_kv_heads=self.n_kv_heads, vocab_size=self.vocab_size,
+                         hidden_dim=self.hidden_dim, max_seq_len=self.max_context_len,
+                         max_context_len=self.max_context_len, norm_eps=self.norm_eps,
+                         rope_freq_base=self.rope_theta, use_kv_cache=True,
+                         generate_full_logits=True, enable_dynamic_shape=True)
+
+
+def build_model(config: ModelConfig, state_dict: dict | None = None, seed: int = 0) -> torch.nn.Module:
+    """ExecuTorch's Llama transformer with KV caches, random (seeded) or loaded weights."""
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    torch.manual_seed(seed)
+    model = construct_transformer(config.model_args()).eval()
+    if state_dict is not None:
+        missing, unexpected = model.load_state_dict(state_dict, strict=False)
+        missing = [k for k in missing if "kv_cache" not in k and "mask" not in k and "rope" not in k]
+        if missing or unexpected:
+            raise ValueError(f"weights do not fit the model config: missing {missing[:5]}, "
+                             f"unexpected {unexpected[:5]}")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def sampling_example(config: ModelConfig) -> tuple[torch.Tensor, ...]:
+    """Example values of the <sampling> inputs (shapes and dtypes the programs take)."""
+    return (torch.tensor([0.0]), torch.tensor([0]), torch.tensor([1.0]), torch.tensor([0.0]),
+            torch.tensor([1.0]), torch.full((1, config.max_context_len), -1, dtype=torch.long),
+            torch.tensor([0]), torch.tensor([0]))
+
+
+class _Prefill(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, input_pos):
+        return self.model(tokens, {"input_pos": input_pos})[:, -1, :]
+
+
+class _Logits(_Prefill):
+    def forward(self, tokens, input_pos):
+        return self.model(tokens, {"input_pos": input_pos})
+
+
+class _DraftStep(_Prefill):
+    def forward(self, token, input_pos, temperature, top_k, top_p, min_p, penalty, prev, seed, offset):
+        logits = self.model(token, {"input_pos": input_pos})[:, -1, :]
+        nxt = torch.ops.spec_edge.sample(logits, temperature, seed, offset, top_k, top_p, min_p, penalty, prev)
+        return nxt, logits
+
+
+class _DecodeStep(_Prefill):
+    def forward(self, token, input_pos, temperature, top_k, top_p, min_p, penalty, prev, seed, offset):
+        logits = self.model(token, {"input_pos": input_pos})[:, -1, :]
+        return torch.ops.spec_edge.sample(logits, temperature, seed, offset, top_k, top_p, min_p, penalty, prev)
+
+
+class _VerifyStep(_Prefill):
+    def forward(self, tokens, input_pos, draft_logits, temperature, top_k, top_p, min_p, penalty, prev,
+                seed, offset):
+        logits = self.model(tokens, {"input_pos": input_pos})
+        return torch.ops.spec_edge.verify(logits, draft_logits, tokens[:, 1:], temperature, seed, offset,
+                                          None, top_k, top_p, min_p, penalty, prev)
+
+
+class _Verify(torch.nn.Module):
+    def forward(self, target_logits, draft_logits, draft_tokens, temperature, top_k, top_p, min_p, penalty,
+                prev, seed, offset):
+        return torch.ops.spec_edge.verify(target_logits, draft_logits, draft_tokens, temperature, seed,
+                                          offset, None, top_k, top_p, min_p, penalty, prev)
+
+
+def _lower(programs: dict, path: Path, xnnpack: bool) -> bytes:
+    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir.passes import MemoryPlanningPass
+    partitioners = []
+    if xnnpack:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        partitioners.append(XnnpackPartitioner())
+    edge = to_edge_transform_and_lower(programs, partitioner=partitioners,
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    program = edge.to_executorch(ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True)))
+    data = program.buffer
+    path.write_bytes(data)
+    return data
+
+
+def _export(module, args, dynamic=None):
+    with torch.no_grad():
+        return torch.export.export(module, args, dynamic_shapes=dynamic, strict=False)
+
+
+def export_draft(model, config: ModelConfig, path: Path, prefill_chunk: int, xnnpack: bool = True) -> bytes:
+    model = copy.deepcopy(model)
+    chunk = torch.export.Dim("chunk", min=1, max=prefill_chunk)
+    one, pos = torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])
+    return _lower({
+        "prefill": _export(_Prefill(model), (torch.zeros(1, 2, dtype=torch.long), pos), ({1: chunk}, None)),
+        "draft_step": _export(_DraftStep(model), (one, pos, *sampling_example(config))),
+    }, path, xnnpack)
+
+
+def export_target(model, config: ModelConfig, k: int, path: Path, prefill_chunk: int,
+                  xnnpack: bool = True) -> bytes:
+    model = copy.deepcopy(model)
+    chunk = torch.export.Dim("chunk", min=1, max=prefill_chunk)
+    rows = torch.export.Dim("rows", min=1, max=k + 1)
+    one, pos = torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])
+    draft_logits = torch.zeros(1, k, config.vocab_size)
+    return _lower({
+        "prefill": _export(_Prefill(model), (torch.zeros(1, 2, dtype=torch.long), pos), ({1: chunk}, None)),
+        "logits": _export(_Logits(model), (torch.zeros(1, 2, dtype=torch.long), pos), ({1: rows}, None)),
+        "decode_step": _export(_DecodeStep(model), (one, pos, *sampling_example(config))),
+        "verify": _export(_VerifyStep(model), (torch.zeros(1, k + 1, dtype=torch.long), pos, draft_logits,
+                                               *sampling_example(config))),
+    }, path, xnnpack)
+
+
+def export_verify(vocab_size: int, k: int, config: ModelConfig, path: Path) -> bytes:
+    args = (torch.zeros(1, k + 1, vocab_size), torch.zeros(1, k, vocab_size),
+            torch.zeros(1, k, dtype=torch.long), *sampling_example(config))
+    return _lower({"verify": _export(_Verify(), args)}, path, xnnpack=False)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelConfig, k: int,
+                out_dir: str | Path, prefill_chunk: int = 32, xnnpack: bool = True,
+                tokenizer: str | Path | None = None, progress: bool = True) -> Path:
+    """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest."""
+    from tqdm import tqdm
+    if draft_config.vocab_size != target_config.vocab_size:
+        raise ValueError(f"draft and target must share a vocabulary: draft V={draft_config.vocab_size}, "
+                         f"target V={target_config.vocab_size}")
+    if draft_config.max_context_len != target_config.max_context_len:
+        raise ValueError(f"draft and target must share the context length: draft "
+                         f"{draft_config.max_context_len}, target {target_config.max_context_len}")
+    if not 1 <= k < target_config.max_context_len:
+        raise ValueError(f"k: expected 1..{target_config.max_context_len - 1}, got {k}")
+    se_executorch.load()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    steps = [("draft.pte", lambda p: export_draft(draft, draft_config, p, prefill_chunk, xnnpack)),
+             ("target.pte", lambda p: export_target(target, target_config, k, p, prefill_chunk, xnnpack)),
+             ("verify.pte", lambda p: export_verify(target_config.vocab_size, k, target_config, p))]
+    hashes = {}
+    for name, step in tqdm(steps, desc="export", disable=not progress):
+        hashes[name] = sha256(step(out / name))
+    if tokenizer is not None:
+        (out / "tokenizer.json").write_bytes(Path(tokenizer).read_bytes())
+    from . import __version__
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "spec_edge_version": __version__,
+        "vocab_size": target_config.vocab_size,
+        "k": k,
+        "max_context_len": target_config.max_context_len,
+        "prefill_chunk": prefill_chunk,
+        "xnnpack": xnnpack,
+        "ops": OP_VERSIONS,
+        "programs": hashes,
+        "models": {"target": asdict(target_config), "draft": asdict(draft_config)},
+        "tokenizer": "tokenizer.json" if tokenizer is not None else None,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return out

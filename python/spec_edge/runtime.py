@@ -1,0 +1,227 @@
+"""The speculative loop over exported programs, entirely through ExecuTorch's runtime.
+
+``PteSpeculativeDecoder(model_dir)`` loads ``draft.pte`` and ``target.pte`` (see
+:mod:`spec_edge.export`), checks them against the manifest, and decodes: prefill in chunks, K
+draft steps (model + ``sample`` fused), one fused verify step of the target, rollback by
+position. ``generate(..., speculative=False)`` is target-only decoding through the same
+``target.pte``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import executorch as se_executorch
+from .export import MANIFEST, MANIFEST_FORMAT, OP_VERSIONS, sha256
+from .ops import Filters
+
+
+class ProgramError(RuntimeError):
+    """A model directory, manifest or program that spec_edge cannot run."""
+
+
+@dataclass
+class GenerateStats:
+    """What one ``generate`` call did, and where the time went."""
+
+    new_tokens: int = 0
+    rounds: int = 0
+    proposed: int = 0
+    accepted: int = 0
+    accepted_hist: list[int] = field(default_factory=list)  # rounds by accepted length 0..K
+    prefill_s: float = 0.0
+    draft_s: float = 0.0
+    target_s: float = 0.0  # target verify (or decode) steps, the fused op included
+    total_s: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        decode_s = self.total_s - self.prefill_s
+        return self.new_tokens / decode_s if decode_s > 0 else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.proposed if self.proposed else 0.0
+
+
+def _load_program(path: Path, methods: set[str]):
+    from executorch.runtime import Runtime
+    if not path.is_file():
+        raise ProgramError(f"{path}: program not found")
+    data = path.read_bytes()
+    try:
+        program = Runtime.get().load_program(data)
+    except Exception as error:
+        raise ProgramError(f"{path}: not a loadable ExecuTorch program (truncated or corrupted?): "
+                           f"{error}") from error
+    missing = methods - set(program.method_names)
+    if missing:
+        raise ProgramError(f"{path}: missing methods {sorted(missing)}; has {sorted(program.method_names)}")
+    loaded = {}
+    for name in methods:
+        try:
+            loaded[name] = program.load_method(name)
+        except Exception as error:
+            raise ProgramError(
+                f"{path}: method {name!r} does not load: {error}. If an operator is missing, load "
+                "spec_edge's ExecuTorch kernels first (spec_edge.executorch.load()) and make sure "
+                "the runtime links XNNPACK") from error
+    return program, loaded, data
+
+
+class PteSpeculativeDecoder:
+    """Speculative decoding over ``draft.pte`` + ``target.pte`` in ``model_dir``.
+
+    Example (with a directory written by ``export/export_pair.py``)::
+
+        dec = PteSpeculativeDecoder("out/")
+        ids = dec.generate(prompt_ids, max_new=64, temperature=0.8,
+                           filters=Filters(top_p=0.95), seed=1)
+        dec.stats.tokens_per_s, dec.stats.accepted_hist
+    """
+
+    def __init__(self, model_dir: str | Path, k: int | None = None):
+        self.dir = Path(model_dir)
+        manifest_path = self.dir / MANIFEST
+        if not manifest_path.is_file():
+            raise ProgramError(f"{manifest_path}: manifest not found (is {self.dir} a directory "
+                               "written by export/export_pair.py?)")
+        try:
+            self.manifest = json.loads(manifest_path.read_text())
+            self.vocab_size = int(self.manifest["vocab_size"])
+            self.k = int(self.manifest["k"])
+            self.max_context_len = int(self.manifest["max_context_len"])
+            self.prefill_chunk = int(self.manifest["prefill_chunk"])
+            programs = dict(self.manifest["programs"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ProgramError(f"{manifest_path}: malformed manifest ({error!r})") from error
+        if self.manifest.get("format") != MANIFEST_FORMAT:
+            raise ProgramError(f"{manifest_path}: manifest format {self.manifest.get('format')!r}; "
+                               f"this spec_edge reads format {MANIFEST_FORMAT}")
+        if self.manifest.get("ops") != OP_VERSIONS:
+            raise ProgramError(f"{manifest_path}: programs built for op versions {self.manifest.get('ops')}, "
+                               f"this spec_edge has {OP_VERSIONS}: export them again")
+        if k is not None and k != self.k:
+            raise ProgramError(f"k: the programs were exported for K={self.k}, got k={k}")
+        se_executorch.load()
+        self._draft_program, self.draft, draft_bytes = _load_program(self.dir / "draft.pte", {"prefill", "draft_step"})
+        self._target_program, self.target, target_bytes = _load_program(
+            self.dir / "target.pte", {"prefill", "logits", "decode_step", "verify"})
+        for name, data in (("draft.pte", draft_bytes), ("target.pte", target_bytes)):
+            if programs.get(name) != sha256(data):
+                raise ProgramError(f"{self.dir / name}: does not match the manifest's hash (rebuilt or "
+                                   "corrupted since export)")
+        self._check_vocab()
+        self.stats = GenerateStats()
+
+    def _check_vocab(self):
+        for name, method, index in (("draft.pte", self._draft_program, "draft_step"),
+                                    ("target.pte", self._target_program, "logits")):
+            meta = method.metadata(index)
+            out = meta.output_tensor_meta(meta.num_outputs() - 1)
+            vocab = int(out.sizes()[-1])
+            if vocab != self.vocab_size:
+                raise ProgramError(f"{self.dir / name}: vocabulary {vocab} does not match the manifest's "
+                                   f"{self.vocab_size} (draft and target must share a tokenizer)")
+
+    # ---- the loop ---------------------------------------------------------------------------
+
+    def _sampling(self, temperature: float, filters: Filters, context: list[int], seed: int, offset: int):
+        prev = torch.full((1, self.max_context_len), -1, dtype=torch.long)
+        if filters.repetition_penalty != 1.0:
+            prev[0, :len(context)] = torch.tensor(context)
+        return [torch.tensor([float(temperature)]), torch.tensor([int(filters.top_k)]),
+                torch.tensor([float(filters.top_p)]), torch.tensor([float(filters.min_p)]),
+                torch.tensor([float(filters.repetition_penalty)]), prev, torch.tensor([int(seed)]),
+                torch.tensor([int(offset)])]
+
+    def _prefill(self, method, tokens: list[int], start: int):
+        for at in range(0, len(tokens), self.prefill_chunk):
+            chunk = torch.tensor([tokens[at:at + self.prefill_chunk]], dtype=torch.long)
+            method.execute([chunk, torch.tensor([start + at])])
+
+    def generate(self, prompt_ids, max_new: int, temperature: float = 0.0, filters: Filters = Filters(),
+                 seed: int = 0, speculative: bool = True, eos_token_id: int | None = None) -> list[int]:
+        """Up to ``max_new`` new token ids after ``prompt_ids`` (fewer at ``eos_token_id``)."""
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise ValueError("prompt_ids: expected at least one token")
+        if any(not 0 <= t < self.vocab_size for t in prompt):
+            raise ValueError(f"prompt_ids: ids must be in [0, {self.vocab_size})")
+        if max_new < 0:
+            raise ValueError(f"max_new: expected >= 0, got {max_new}")
+        if len(prompt) + max_new + self.k + 1 > self.max_context_len:
+            raise ValueError(f"prompt ({len(prompt)} tokens) + max_new ({max_new}) + K+1 ({self.k + 1}) "
+                             f"exceeds the context length {self.max_context_len}")
+        if isinstance(filters.prev_tokens, torch.Tensor):
+            raise ValueError("filters.prev_tokens: the loop passes the context itself; leave it None")
+        stats = GenerateStats(accepted_hist=[0] * (self.k + 1))
+        t_start = time.perf_counter()
+        context = list(prompt)
+        self._prefill(self.target["prefill"], prompt[:-1], 0)
+        if speculative:
+            self._prefill(self.draft["prefill"], prompt[:-1], 0)
+        stats.prefill_s = time.perf_counter() - t_start
+        offset = 0
+        new: list[int] = []
+        while len(new) < max_new:
+            pos = len(context) - 1  # the last token is not in the caches yet
+            if not speculative:
+                t0 = time.perf_counter()
+                token = int(self.target["decode_step"].execute(
+                    [torch.tensor([[context[-1]]]), torch.tensor([pos]),
+                     *self._sampling(temperature, filters, context, seed, offset)])[0][0])
+                stats.target_s += time.perf_counter() - t0
+                offset += 1
+                emitted = [token]
+            else:
+                emitted = self._round(context, pos, temperature, filters, seed, offset, stats)
+                offset += self.k + 1
+            for token in emitted[:max_new - len(new)]:
+                new.append(token)
+                context.append(token)
+                if token == eos_token_id:
+                    stats.total_s = time.perf_counter() - t_start
+                    stats.new_tokens = len(new)
+                    self.stats = stats
+                    return new
+        stats.total_s = time.perf_counter() - t_start
+        stats.new_tokens = len(new)
+        self.stats = stats
+        return new
+
+    def _round(self, context: list[int], pos: int, temperature: float, filters: Filters, seed: int,
+               offset: int, stats: GenerateStats) -> list[int]:
+        """K draft steps, one fused target verify step; returns the emitted tokens."""
+        k = self.k
+        drafted: list[int] = []
+        rows = []
+        t0 = time.perf_counter()
+        for i in range(k):
+            token = context[-1] if i == 0 else drafted[-1]
+            nxt, logits = self.draft["draft_step"].execute(
+                [torch.tensor([[token]]), torch.tensor([pos + i]),
+                 *self._sampling(temperature, filters, context + drafted, seed, offset + i)])
+            drafted.append(int(nxt[0]))
+            rows.append(logits)
+        t1 = time.perf_counter()
+        tokens = torch.tensor([[context[-1]] + drafted])
+        accept_len, out = self.target["verify"].execute(
+            [tokens, torch.tensor([pos]), torch.stack(rows, 1),
+             *self._sampling(temperature, filters, context, seed, offset + k)])
+        t2 = time.perf_counter()
+        n = int(accept_len[0])
+        if n == k:  # the draft has not seen its own last token: give it to its cache
+            self.draft["prefill"].execute([torch.tensor([[drafted[-1]]]), torch.tensor([pos + k])])
+        stats.draft_s += time.perf_counter() - t2 + (t1 - t0)
+        stats.target_s += t2 - t1
+        stats.rounds += 1
+        stats.proposed += k
+        stats.accepted += n
+        stats.accepted_hist[n] += 1
+        return out[0, :n + 1].tolist()

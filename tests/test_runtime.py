@@ -1,0 +1,172 @@
+"""The speculative loop over exported draft/target programs, through ExecuTorch's runtime."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import spec_edge
+from filter_ref import filtered_law
+from stats_utils import chisquare_pvalue
+
+pytest.importorskip("executorch")
+from spec_edge.export import ModelConfig, build_model, export_draft, export_pair, sha256  # noqa: E402
+from spec_edge.runtime import PteSpeculativeDecoder, ProgramError  # noqa: E402
+
+K = 3
+TARGET = ModelConfig(dim=64, n_layers=2, n_heads=4, vocab_size=48, max_context_len=96)
+DRAFT = ModelConfig(dim=32, n_layers=1, n_heads=2, vocab_size=48, max_context_len=96)
+PROMPT = [5, 17, 3, 29, 11, 40, 2, 8]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """A random target and a smaller random draft; and the target paired with itself (the same
+    target.pte, with a draft.pte exported from the target)."""
+    root = tmp_path_factory.mktemp("pte")
+    target = build_model(TARGET, seed=1)
+    export_pair(target, TARGET, build_model(DRAFT, seed=2), DRAFT, K, root / "pair", prefill_chunk=4,
+                progress=False)
+    shutil.copytree(root / "pair", root / "self")
+    manifest = json.loads((root / "self" / "manifest.json").read_text())
+    manifest["programs"]["draft.pte"] = sha256(export_draft(target, TARGET, root / "self" / "draft.pte", 4))
+    (root / "self" / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+def test_export_writes_the_programs_and_manifest(pair):
+    manifest = json.loads((pair / "pair" / "manifest.json").read_text())
+    assert {p.name for p in (pair / "pair").iterdir()} >= {"draft.pte", "target.pte", "verify.pte", "manifest.json"}
+    assert manifest["k"] == K and manifest["vocab_size"] == 48 and set(manifest["programs"]) == {
+        "draft.pte", "target.pte", "verify.pte"}
+
+
+def test_greedy_equals_target_only_decoding_through_the_same_program(pair):
+    dec = PteSpeculativeDecoder(pair / "pair")
+    spec = dec.generate(PROMPT, 40)
+    assert dec.stats.rounds > 0 and dec.stats.new_tokens == 40
+    assert spec == dec.generate(PROMPT, 40, speculative=False)
+
+
+def test_a_draft_equal_to_the_target_is_always_accepted(pair):
+    dec = PteSpeculativeDecoder(pair / "self")
+    spec = dec.generate(PROMPT, 41)
+    assert dec.stats.accepted_hist[K] == dec.stats.rounds  # every round keeps all K (rollback-free path)
+    assert spec == dec.generate(PROMPT, 41, speculative=False)
+
+
+def test_the_program_logits_equal_the_eager_model(pair):
+    dec = PteSpeculativeDecoder(pair / "pair")
+    eager = build_model(TARGET, seed=1)
+    with torch.no_grad():
+        want = eager(torch.tensor([PROMPT[:4]]), {"input_pos": torch.tensor([0])})
+    got = dec.target["logits"].execute([torch.tensor([PROMPT[:4]]), torch.tensor([0])])[0]
+    assert torch.allclose(got, want, atol=1e-4)
+
+
+def test_sampled_decoding_is_reproducible_per_seed(pair):
+    dec = PteSpeculativeDecoder(pair / "pair")
+    f = spec_edge.Filters(top_k=20, top_p=0.9, repetition_penalty=1.2)
+    a = dec.generate(PROMPT, 30, temperature=0.8, filters=f, seed=3)
+    assert a == dec.generate(PROMPT, 30, temperature=0.8, filters=f, seed=3)
+    assert a != dec.generate(PROMPT, 30, temperature=0.8, filters=f, seed=4)
+
+
+def test_sampled_decoding_keeps_the_target_distribution(pair):
+    """The first token of a speculative round, over seeds, is distributed as the target's filtered
+    next-token law; the unfiltered law (the control) fails the same test."""
+    dec = PteSpeculativeDecoder(pair / "pair")
+    T, f = 1.3, spec_edge.Filters(top_k=30, top_p=0.95)
+    n = 2000
+    firsts = [dec.generate(PROMPT, 1, temperature=T, filters=f, seed=s)[0] for s in range(n)]
+    prefill = dec.target["prefill"]
+    prefill.execute([torch.tensor([PROMPT[:4]]), torch.tensor([0])])
+    logits = prefill.execute([torch.tensor([PROMPT[4:]]), torch.tensor([4])])[0][0]
+    law = filtered_law(logits.numpy(), T, 30, 0.95, 0.0)
+    counts = np.bincount(firsts, minlength=48)
+    assert chisquare_pvalue(counts, law) > 1e-4
+    assert chisquare_pvalue(counts, filtered_law(logits.numpy(), 0.5, 0, 1.0, 0.0)) < 1e-4
+
+
+# ---- bad input --------------------------------------------------------------------------------
+
+def copy_pair(pair, tmp_path):
+    return shutil.copytree(pair / "pair", tmp_path / "m")
+
+
+def test_missing_directory_or_manifest(tmp_path):
+    with pytest.raises(ProgramError, match="manifest not found"):
+        PteSpeculativeDecoder(tmp_path)
+
+
+def test_corrupted_program_is_refused(pair, tmp_path):
+    d = copy_pair(pair, tmp_path)
+    data = (d / "target.pte").read_bytes()
+    (d / "target.pte").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ProgramError, match="target.pte"):
+        PteSpeculativeDecoder(d)
+
+
+def test_program_not_matching_the_manifest_is_refused(pair, tmp_path):
+    d = copy_pair(pair, tmp_path)
+    shutil.copy(pair / "self" / "draft.pte", d / "draft.pte")
+    with pytest.raises(ProgramError, match="does not match the manifest's hash"):
+        PteSpeculativeDecoder(d)
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("vocab_size", 50, "vocabulary 48 does not match the manifest's 50"),
+    ("ops", {"spec_edge::verify": 1}, "op versions"),
+    ("format", 99, "manifest format 99"),
+])
+def test_manifest_mismatches_are_refused(pair, tmp_path, field, value, match):
+    d = copy_pair(pair, tmp_path)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest[field] = value
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ProgramError, match=match):
+        PteSpeculativeDecoder(d)
+
+
+def test_malformed_manifest(pair, tmp_path):
+    d = copy_pair(pair, tmp_path)
+    (d / "manifest.json").write_text("{not json")
+    with pytest.raises(ProgramError, match="malformed manifest"):
+        PteSpeculativeDecoder(d)
+
+
+def test_k_mismatch_and_bad_generate_arguments(pair):
+    with pytest.raises(ProgramError, match="exported for K=3, got k=4"):
+        PteSpeculativeDecoder(pair / "pair", k=4)
+    dec = PteSpeculativeDecoder(pair / "pair")
+    with pytest.raises(ValueError, match="exceeds the context length 96"):
+        dec.generate(list(range(40)) * 2, 20)
+    with pytest.raises(ValueError, match=r"prompt_ids: ids must be in \[0, 48\)"):
+        dec.generate([1, 48], 4)
+    with pytest.raises(ValueError, match="prompt_ids: expected at least one token"):
+        dec.generate([], 4)
+
+
+def test_draft_and_target_vocabularies_must_match_at_export(tmp_path):
+    other = ModelConfig(dim=32, n_layers=1, n_heads=2, vocab_size=40, max_context_len=96)
+    with pytest.raises(ValueError, match="share a vocabulary: draft V=40, target V=48"):
+        export_pair(build_model(TARGET), TARGET, build_model(other), other, K, tmp_path, progress=False)
+
+
+def test_a_program_without_the_kernels_says_to_load_them(pair):
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from spec_edge.runtime import _load_program, ProgramError\n"
+        f"try:\n    _load_program(Path({str(pair / 'pair' / 'target.pte')!r}), {{'verify'}})\n"
+        "except ProgramError as e:\n    print(e); sys.exit(3)\n")
+    # spec_edge.runtime imports spec_edge (the torch ops) but not the ExecuTorch kernels
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "spec_edge.executorch.load()" in r.stdout
