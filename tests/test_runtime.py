@@ -169,4 +169,25 @@ def test_a_program_without_the_kernels_says_to_load_them(pair):
     # spec_edge.runtime imports spec_edge (the torch ops) but not the ExecuTorch kernels
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 3, r.stdout + r.stderr
-    assert "spec_edge.executorch.load()" in r.stdout
+    assert "spec_edge::verify.out" in r.stdout and "spec_edge.executorch.load()" in r.stdout
+
+
+def test_inspect_lists_methods_operators_and_delegates(pair):
+    info = spec_edge.inspect(pair / "pair" / "target.pte")
+    assert set(info.methods) == {"prefill", "logits", "decode_step", "verify"}
+    assert info.spec_edge_ops == ["spec_edge::sample.out", "spec_edge::verify.out"]
+    assert "spec_edge::verify.out" in info.methods["verify"].operators
+    assert "XnnpackBackend" in info.methods["verify"].delegates
+    assert info.methods["verify"].inputs == 11 and info.methods["verify"].outputs == 2
+    assert spec_edge.inspect(pair / "pair" / "verify.pte").spec_edge_ops == ["spec_edge::verify.out"]
+
+
+def test_inspect_rejects_what_is_not_a_program(pair, tmp_path):
+    with pytest.raises(ValueError, match="not an ExecuTorch program"):
+        spec_edge.inspect(pair / "pair" / "manifest.json")
+    data = (pair / "pair" / "target.pte").read_bytes()
+    (tmp_path / "cut.pte").write_bytes(data[:2000])
+    with pytest.raises(ValueError, match="cut.pte: truncated or corrupted"):
+        spec_edge.inspect(tmp_path / "cut.pte")
+    with pytest.raises(ValueError, match="cannot read"):
+        spec_edge.inspect(tmp_path / "missing.pte")

@@ -13,6 +13,7 @@ from .analysis import (
     greedy_acceptance_rate,
 )
 from .decoder import DecodeStats, SpeculativeDecoder
+from .pte import inspect
 from .ops import (
     BatchVerifyResult,
     Filters,
@@ -31,6 +32,6 @@ __all__ = [
     "BatchVerifyResult", "DecodeStats", "Filters", "SpeculativeDecoder", "VerifyResult", "accept",
     "accept_with_uniforms", "acceptance_rate", "accepted_length_distribution", "active_isa",
     "available_isas", "draft_free_acceptance_rate", "filter_logits", "expected_accepted_length",
-    "expected_tokens_per_round", "greedy_acceptance_rate", "library_path", "load_library",
+    "expected_tokens_per_round", "greedy_acceptance_rate", "inspect", "library_path", "load_library",
     "sample", "select_isa", "verify", "verify_greedy",
 ]

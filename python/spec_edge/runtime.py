@@ -19,6 +19,7 @@ import torch
 from . import executorch as se_executorch
 from .export import MANIFEST, MANIFEST_FORMAT, OP_VERSIONS, sha256
 from .ops import Filters
+from .pte import inspect
 
 
 class ProgramError(RuntimeError):
@@ -53,6 +54,14 @@ def _load_program(path: Path, methods: set[str]):
     from executorch.runtime import Runtime
     if not path.is_file():
         raise ProgramError(f"{path}: program not found")
+    try:
+        info = inspect(path)
+    except ValueError as error:
+        raise ProgramError(str(error)) from error
+    unregistered = set(info.spec_edge_ops) - se_executorch.registered_ops()
+    if unregistered:
+        raise ProgramError(f"{path}: calls {sorted(unregistered)}, which ExecuTorch's runtime does not have "
+                           "in this process: load spec_edge's kernels first (spec_edge.executorch.load())")
     data = path.read_bytes()
     try:
         program = Runtime.get().load_program(data)
