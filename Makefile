@@ -49,6 +49,7 @@ bench: build
 	$(PY) -c "import llama_cpp" 2>/dev/null || $(PY) -m pip install -q llama-cpp-python diskcache jinja2
 	$(PY) bench/bench_verify.py --core-bench $(BUILD_DIR)/bench/spec_edge_bench_core --write docs/BENCHMARKS.md
 	$(PY) bench/bench_sample.py --write docs/BENCHMARKS.md
+	$(PY) bench/bench_pte.py --dir build/bench_pte --write docs/BENCHMARKS.md
 
 clean:
 	rm -rf build python/spec_edge/_lib

@@ -124,6 +124,7 @@ def test_program_not_matching_the_manifest_is_refused(pair, tmp_path):
     ("vocab_size", 50, "vocabulary 48 does not match the manifest's 50"),
     ("ops", {"spec_edge::verify": 1}, "op versions"),
     ("format", 99, "manifest format 99"),
+    ("k", 4, r"takes draft logits \[1, 3, 48\], not \[1, K=4, V=48\]"),
 ])
 def test_manifest_mismatches_are_refused(pair, tmp_path, field, value, match):
     d = copy_pair(pair, tmp_path)

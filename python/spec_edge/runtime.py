@@ -129,6 +129,7 @@ class PteSpeculativeDecoder:
         self.stats = GenerateStats()
 
     def _check_vocab(self):
+        """The programs' own shapes against the manifest: the vocabulary of both, K of the target."""
         for name, method, index in (("draft.pte", self._draft_program, "draft_step"),
                                     ("target.pte", self._target_program, "logits")):
             meta = method.metadata(index)
@@ -137,6 +138,11 @@ class PteSpeculativeDecoder:
             if vocab != self.vocab_size:
                 raise ProgramError(f"{self.dir / name}: vocabulary {vocab} does not match the manifest's "
                                    f"{self.vocab_size} (draft and target must share a tokenizer)")
+        draft_logits = self._target_program.metadata("verify").input_tensor_meta(2).sizes()
+        if tuple(draft_logits) != (1, self.k, self.vocab_size):
+            raise ProgramError(f"{self.dir / 'target.pte'}: its verify step takes draft logits "
+                               f"{list(draft_logits)}, not [1, K={self.k}, V={self.vocab_size}] as the "
+                               "manifest says")
 
     # ---- the loop ---------------------------------------------------------------------------
 

@@ -332,7 +332,7 @@ Status FilteredRow::candidates_top_k(const RowKernels& k, const RowSampling& rs,
   collected_.resize(V_);
   collected_value_.resize(V_);
   // A first threshold from a strided sample: about 3k tokens expected above it.
-  const int64_t S = std::min<int64_t>(V_, 2048);
+  const int64_t S = std::min<int64_t>(V_, 512);
   thread_local std::vector<float> sample;
   sample.clear();
   for (int64_t i = 0; i < S; ++i) {
