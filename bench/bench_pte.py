@@ -57,7 +57,7 @@ def main():
     for label, T, f in [("greedy", 0.0, spec_edge.Filters()),
                         ("T 0.8, top-k 50, top-p 0.95, min-p 0.05, penalty 1.1", 0.8,
                          spec_edge.Filters(50, 0.95, 0.05, 1.1))]:
-        sampling = dec._sampling(T, f, tokens[0].tolist() * 8, seed=1, offset=0)
+        sampling = dec.sampling_inputs(T, f, tokens[0].tolist() * 8, seed=1, offset=0)
         n = int(verify_only.execute([target_logits, draft_logits, tokens[:, 1:], *sampling])[0][0])
         assert n == K, f"expected every draft token accepted, got {n}"
         step = timeit_us(lambda: dec.target["verify"].execute([tokens, pos, draft_logits, *sampling]))

@@ -5,7 +5,8 @@ spec_edge.export.ModelConfig fields and, optionally, a state dict (torch.save) o
 (random, seeded weights otherwise: useful for trying the pipeline).
 
     python export/export_pair.py --target target.json [--target-weights t.pt] \\
-        --draft draft.json [--draft-weights d.pt] --k 4 --out DIR [--no-xnnpack] [--tokenizer tokenizer.json]
+        --draft draft.json [--draft-weights d.pt] --k 4 --out DIR [--no-xnnpack] [--tokenizer tokenizer.json] \\
+        [--quantize 8da4w [--group-size 32]]
 """
 
 from __future__ import annotations
@@ -45,13 +46,16 @@ def main(argv=None):
     parser.add_argument("--prefill-chunk", type=int, default=32)
     parser.add_argument("--no-xnnpack", action="store_true", help="portable kernels only")
     parser.add_argument("--tokenizer", help="tokenizer.json to ship with the programs")
+    parser.add_argument("--quantize", choices=["8da4w", "8da8w"],
+                        help="8-bit dynamic activations, 4/8-bit grouped weights (XNNPACK)")
+    parser.add_argument("--group-size", type=int, default=32, help="weight group size for --quantize")
     args = parser.parse_args(argv)
     target, target_config = load(args.target, args.target_weights, seed=1)
     draft, draft_config = load(args.draft, args.draft_weights, seed=2)
     try:
         out = export_pair(target, target_config, draft, draft_config, args.k, args.out,
                           prefill_chunk=args.prefill_chunk, xnnpack=not args.no_xnnpack,
-                          tokenizer=args.tokenizer)
+                          tokenizer=args.tokenizer, quantize=args.quantize, group_size=args.group_size)
     except ValueError as error:
         sys.exit(f"export_pair: {error}")
     print(f"wrote {out}")

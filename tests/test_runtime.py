@@ -192,3 +192,39 @@ def test_inspect_rejects_what_is_not_a_program(pair, tmp_path):
         spec_edge.inspect(tmp_path / "cut.pte")
     with pytest.raises(ValueError, match="cannot read"):
         spec_edge.inspect(tmp_path / "missing.pte")
+
+
+def test_8da4w_quantized_pair_runs_and_stays_close_to_fp32(tmp_path):
+    target, draft = build_model(TARGET, seed=1), build_model(DRAFT, seed=2)
+    export_pair(target, TARGET, draft, DRAFT, K, tmp_path, prefill_chunk=4, quantize="8da4w", progress=False)
+    assert json.loads((tmp_path / "manifest.json").read_text())["quantize"] == "8da4w"
+    dec = PteSpeculativeDecoder(tmp_path)
+    assert dec.generate(PROMPT, 24) == dec.generate(PROMPT, 24, speculative=False)
+    with torch.no_grad():
+        want = target(torch.tensor([PROMPT[:4]]), {"input_pos": torch.tensor([0])})
+    got = dec.target["logits"].execute([torch.tensor([PROMPT[:4]]), torch.tensor([0])])[0]
+    err = float((got - want).abs().max() / want.abs().max())
+    assert 0 < err < 0.2  # 4-bit weights: close to fp32, not equal to it
+
+
+def test_quantize_mode_is_checked(tmp_path):
+    with pytest.raises(ValueError, match="quantize: expected one of"):
+        export_pair(build_model(TARGET), TARGET, build_model(DRAFT), DRAFT, K, tmp_path, quantize="4bit",
+                    progress=False)
+
+
+def test_standalone_verify_program_equals_the_eager_op(pair):
+    from executorch.runtime import Runtime
+    program = Runtime.get().load_program((pair / "pair" / "verify.pte").read_bytes())
+    method = program.load_method("verify")
+    g = torch.Generator().manual_seed(4)
+    target, draft = torch.randn(1, K + 1, 48, generator=g), torch.randn(1, K, 48, generator=g)
+    tokens = torch.randint(0, 48, (1, K), generator=g)
+    dec = PteSpeculativeDecoder(pair / "pair")
+    for T, f in [(0.0, spec_edge.Filters()), (0.9, spec_edge.Filters(10, 0.9, 0.02, 1.3))]:
+        for seed in range(5):
+            sampling = dec.sampling_inputs(T, f, PROMPT, seed=seed, offset=1)
+            got = method.execute([target, draft, tokens, *sampling])
+            want = torch.ops.spec_edge.verify(target, draft, tokens, sampling[0], sampling[6], sampling[7], None,
+                                              *sampling[1:6])
+            assert all(torch.equal(a, b) for a, b in zip(got, want))

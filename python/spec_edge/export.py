@@ -194,10 +194,26 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+QUANTIZE_MODES = ("8da4w", "8da8w")
+
+
+def quantize_model(model: torch.nn.Module, mode: str, group_size: int) -> torch.nn.Module:
+    """8-bit dynamic activations with 4- or 8-bit grouped weights on the linears, through
+    ExecuTorch's own quantizer for its Llama models (torchao underneath); linears whose input
+    size is not a multiple of ``group_size`` stay fp32."""
+    if mode not in QUANTIZE_MODES:
+        raise ValueError(f"quantize: expected one of {QUANTIZE_MODES} or None, got {mode!r}")
+    from executorch.examples.models.llama.source_transformation.quantize import quantize
+    return quantize(copy.deepcopy(model), mode, group_size=group_size)
+
+
 def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelConfig, k: int,
                 out_dir: str | Path, prefill_chunk: int = 32, xnnpack: bool = True,
-                tokenizer: str | Path | None = None, progress: bool = True) -> Path:
-    """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest."""
+                tokenizer: str | Path | None = None, progress: bool = True,
+                quantize: str | None = None, group_size: int = 32) -> Path:
+    """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
+    ``quantize="8da4w"`` (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs
+    them); fp32 otherwise."""
     from tqdm import tqdm
     if draft_config.vocab_size != target_config.vocab_size:
         raise ValueError(f"draft and target must share a vocabulary: draft V={draft_config.vocab_size}, "
@@ -207,6 +223,10 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                          f"{draft_config.max_context_len}, target {target_config.max_context_len}")
     if not 1 <= k < target_config.max_context_len:
         raise ValueError(f"k: expected 1..{target_config.max_context_len - 1}, got {k}")
+    if quantize is not None:
+        if not xnnpack:
+            raise ValueError("quantize: the quantized linears run on XNNPACK; drop --no-xnnpack")
+        target, draft = quantize_model(target, quantize, group_size), quantize_model(draft, quantize, group_size)
     se_executorch.load()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -227,6 +247,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         "max_context_len": target_config.max_context_len,
         "prefill_chunk": prefill_chunk,
         "xnnpack": xnnpack,
+        "quantize": quantize,
         "ops": OP_VERSIONS,
         "programs": hashes,
         "models": {"target": asdict(target_config), "draft": asdict(draft_config)},

@@ -146,7 +146,9 @@ class PteSpeculativeDecoder:
 
     # ---- the loop ---------------------------------------------------------------------------
 
-    def _sampling(self, temperature: float, filters: Filters, context: list[int], seed: int, offset: int):
+    def sampling_inputs(self, temperature: float, filters: Filters, context: list[int], seed: int, offset: int):
+        """The <sampling> inputs of the programs (see spec_edge.export): the context becomes
+        ``prev_tokens`` padded with -1 (only when the repetition penalty is on)."""
         prev = torch.full((1, self.max_context_len), -1, dtype=torch.long)
         if filters.repetition_penalty != 1.0:
             prev[0, :len(context)] = torch.tensor(context)
@@ -190,7 +192,7 @@ class PteSpeculativeDecoder:
                 t0 = time.perf_counter()
                 token = int(self.target["decode_step"].execute(
                     [torch.tensor([[context[-1]]]), torch.tensor([pos]),
-                     *self._sampling(temperature, filters, context, seed, offset)])[0][0])
+                     *self.sampling_inputs(temperature, filters, context, seed, offset)])[0][0])
                 stats.target_s += time.perf_counter() - t0
                 offset += 1
                 emitted = [token]
@@ -221,14 +223,14 @@ class PteSpeculativeDecoder:
             token = context[-1] if i == 0 else drafted[-1]
             nxt, logits = self.draft["draft_step"].execute(
                 [torch.tensor([[token]]), torch.tensor([pos + i]),
-                 *self._sampling(temperature, filters, context + drafted, seed, offset + i)])
+                 *self.sampling_inputs(temperature, filters, context + drafted, seed, offset + i)])
             drafted.append(int(nxt[0]))
             rows.append(logits)
         t1 = time.perf_counter()
         tokens = torch.tensor([[context[-1]] + drafted])
         accept_len, out = self.target["verify"].execute(
             [tokens, torch.tensor([pos]), torch.stack(rows, 1),
-             *self._sampling(temperature, filters, context, seed, offset + k)])
+             *self.sampling_inputs(temperature, filters, context, seed, offset + k)])
         t2 = time.perf_counter()
         n = int(accept_len[0])
         if n == k:  # the draft has not seen its own last token: give it to its cache
