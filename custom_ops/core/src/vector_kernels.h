@@ -268,8 +268,27 @@ struct VectorKernels {
       return r;
     }
 
-    // Whole blocks are tested with vectors and only blocks with a hit are walked lane by lane,
-    // on the same values, so the indices are those of the scalar rule.
+    // Bit l set where lane l of the all-ones/all-zeros mask is set.
+    static uint32_t lane_bits(I mask) {
+#if defined(__AVX2__)
+      if constexpr (W == 8) return static_cast<uint32_t>(_mm256_movemask_ps((__m256)mask));
+#endif
+#if defined(__SSE2__)
+      if constexpr (W == 4) return static_cast<uint32_t>(_mm_movemask_ps((__m128)mask));
+#endif
+#if defined(__ARM_NEON)
+      if constexpr (W == 4) {
+        const uint32x4_t weights = {1, 2, 4, 8};
+        return vaddvq_u32(vandq_u32((uint32x4_t)mask, weights));
+      }
+#endif
+      uint32_t bits = 0;
+      for (int l = 0; l < W; ++l) bits |= (mask[l] != 0 ? 1u : 0u) << l;
+      return bits;
+    }
+
+    // Whole blocks are tested with vectors; the hits of a block come out of its lane mask in
+    // ascending order, so the indices are those of the scalar rule.
     static CollectResult collect(const void* xv, int64_t n, ExpMap e, float threshold,
                                  int64_t* index, float* value) {
       const T* x = row(xv);
@@ -277,23 +296,27 @@ struct VectorKernels {
       const F inf = splat(kInfinity);
       CollectResult r;
       I bad = {};
-      F s[kVecs], d[kVecs];
+      F s[kVecs];
       int64_t base = 0;
       for (; base + kBlock <= n; base += kBlock) {
         load_block(x + base, kBlock, s);
-        I hit = {};
+        uint64_t hits = 0;
         for (int k = 0; k < kVecs; ++k) {
           bad |= (s[k] != s[k]) | (s[k] == inf);
-          d[k] = (s[k] - xmax) * inv_temp;
-          hit |= d[k] >= thr;
+          hits |= static_cast<uint64_t>(lane_bits((s[k] - xmax) * inv_temp >= thr)) << (k * W);
         }
-        int any = 0;
-        for (int l = 0; l < W; ++l) any |= hit[l];
-        if (any == 0) continue;
-        for (int64_t j = 0; j < kBlock; ++j) {  // branch-free: hits are often dense
+        if (__builtin_popcountll(hits) > kBlock / 4) {  // dense: every lane, branch-free
+          for (int64_t j = 0; j < kBlock; ++j) {
+            index[r.count] = base + j;
+            value[r.count] = s[j / W][j % W];
+            r.count += (hits >> j) & 1;
+          }
+          continue;
+        }
+        for (; hits != 0; hits &= hits - 1) {
+          const int j = __builtin_ctzll(hits);
           index[r.count] = base + j;
-          value[r.count] = s[j / W][j % W];
-          r.count += d[j / W][j % W] >= threshold;
+          value[r.count++] = s[j / W][j % W];
         }
       }
       for (int l = 0; l < W; ++l) r.clean &= bad[l] == 0;
