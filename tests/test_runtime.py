@@ -175,7 +175,8 @@ def test_a_program_without_the_kernels_says_to_load_them(pair):
 
 def test_inspect_lists_methods_operators_and_delegates(pair):
     info = spec_edge.inspect(pair / "pair" / "target.pte")
-    assert set(info.methods) == {"prefill", "logits", "decode_step", "verify"}
+    assert {"prefill", "logits", "decode_step", "verify", "k", "vocab_size",
+            "spec_edge_op_version_verify"} <= set(info.methods)
     assert info.spec_edge_ops == ["spec_edge::sample.out", "spec_edge::verify.out"]
     assert "spec_edge::verify.out" in info.methods["verify"].operators
     assert "XnnpackBackend" in info.methods["verify"].delegates
@@ -228,3 +229,25 @@ def test_standalone_verify_program_equals_the_eager_op(pair):
             want = torch.ops.spec_edge.verify(target, draft, tokens, sampling[0], sampling[6], sampling[7], None,
                                               *sampling[1:6])
             assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_programs_carry_their_op_versions_and_shapes(pair):
+    from executorch.runtime import Runtime
+    program = Runtime.get().load_program((pair / "pair" / "target.pte").read_bytes())
+    assert int(program.load_method("k").execute([])[0]) == K
+    assert int(program.load_method("vocab_size").execute([])[0]) == 48
+    from spec_edge.export import OP_VERSIONS
+    assert int(program.load_method("spec_edge_op_version_verify").execute([])[0]) == OP_VERSIONS["spec_edge::verify"]
+
+
+def test_a_program_built_for_another_op_version_is_refused(pair, tmp_path, monkeypatch):
+    import spec_edge.export
+    import spec_edge.runtime
+    d = copy_pair(pair, tmp_path)
+    newer = dict(spec_edge.export.OP_VERSIONS, **{"spec_edge::verify": 99})
+    monkeypatch.setattr(spec_edge.runtime, "OP_VERSIONS", newer)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["ops"] = newer  # the manifest agrees; the program itself does not
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ProgramError, match="built for spec_edge::verify version 2, this spec_edge has version 99"):
+        PteSpeculativeDecoder(d)

@@ -21,6 +21,9 @@ position: the next step overwrites the stale entries.
     ``verify(target_logits [1, K+1, V], draft_logits [1, K, V], draft_tokens [1, K],
     <sampling>) -> (accept_len [1], tokens [1, K+1])`` for targets exported elsewhere.
 
+Every program also carries constant methods: ``spec_edge_op_version_<op>`` for each op,
+``vocab_size`` and (target, verify) ``k``.
+
 ``<sampling>`` is ``temperature [1], top_k [1], top_p [1], min_p [1], repetition_penalty [1],
 prev_tokens [1, C], seed [1], offset [1]``: runtime inputs, the same for both programs, so draft
 and target are always warped identically. ``prev_tokens`` is the context padded with -1 to
@@ -137,14 +140,24 @@ class _Verify(torch.nn.Module):
                                           offset, None, top_k, top_p, min_p, penalty, prev)
 
 
-def _lower(programs: dict, path: Path, xnnpack: bool) -> bytes:
+def _metadata(vocab_size: int, k: int | None = None) -> dict:
+    """Constant methods every program carries, so a loader can check a program on its own: the
+    spec_edge op versions it was built for, its vocabulary and (target, verify) its K."""
+    meta = {f"spec_edge_op_version_{name.split('::')[1]}": v for name, v in OP_VERSIONS.items()}
+    meta["vocab_size"] = vocab_size
+    if k is not None:
+        meta["k"] = k
+    return meta
+
+
+def _lower(programs: dict, path: Path, xnnpack: bool, constants: dict) -> bytes:
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
     partitioners = []
     if xnnpack:
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
         partitioners.append(XnnpackPartitioner())
-    edge = to_edge_transform_and_lower(programs, partitioner=partitioners,
+    edge = to_edge_transform_and_lower(programs, partitioner=partitioners, constant_methods=constants,
                                        compile_config=EdgeCompileConfig(_check_ir_validity=False))
     program = edge.to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True)))
@@ -165,7 +178,7 @@ def export_draft(model, config: ModelConfig, path: Path, prefill_chunk: int, xnn
     return _lower({
         "prefill": _export(_Prefill(model), (torch.zeros(1, 2, dtype=torch.long), pos), ({1: chunk}, None)),
         "draft_step": _export(_DraftStep(model), (one, pos, *sampling_example(config))),
-    }, path, xnnpack)
+    }, path, xnnpack, _metadata(config.vocab_size))
 
 
 def export_target(model, config: ModelConfig, k: int, path: Path, prefill_chunk: int,
@@ -181,13 +194,14 @@ def export_target(model, config: ModelConfig, k: int, path: Path, prefill_chunk:
         "decode_step": _export(_DecodeStep(model), (one, pos, *sampling_example(config))),
         "verify": _export(_VerifyStep(model), (torch.zeros(1, k + 1, dtype=torch.long), pos, draft_logits,
                                                *sampling_example(config))),
-    }, path, xnnpack)
+    }, path, xnnpack, _metadata(config.vocab_size, k))
 
 
 def export_verify(vocab_size: int, k: int, config: ModelConfig, path: Path) -> bytes:
     args = (torch.zeros(1, k + 1, vocab_size), torch.zeros(1, k, vocab_size),
             torch.zeros(1, k, dtype=torch.long), *sampling_example(config))
-    return _lower({"verify": _export(_Verify(), args)}, path, xnnpack=False)
+    return _lower({"verify": _export(_Verify(), args)}, path, xnnpack=False,
+                  constants=_metadata(vocab_size, k))
 
 
 def sha256(data: bytes) -> str:

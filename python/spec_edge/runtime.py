@@ -129,7 +129,18 @@ class PteSpeculativeDecoder:
         self.stats = GenerateStats()
 
     def _check_vocab(self):
-        """The programs' own shapes against the manifest: the vocabulary of both, K of the target."""
+        """The programs' own metadata and shapes against the manifest and this spec_edge: op
+        versions, the vocabulary of both, K of the target."""
+        for name, program in (("draft.pte", self._draft_program), ("target.pte", self._target_program)):
+            for op, version in OP_VERSIONS.items():
+                method = f"spec_edge_op_version_{op.split('::')[1]}"
+                if method not in program.method_names:
+                    raise ProgramError(f"{self.dir / name}: carries no {method}; export it again with this "
+                                       "spec_edge")
+                built = int(program.load_method(method).execute([])[0])
+                if built != version:
+                    raise ProgramError(f"{self.dir / name}: built for {op} version {built}, this spec_edge "
+                                       f"has version {version}: export it again")
         for name, method, index in (("draft.pte", self._draft_program, "draft_step"),
                                     ("target.pte", self._target_program, "logits")):
             meta = method.metadata(index)
