@@ -21,7 +21,7 @@ F = spec_edge.Filters
 KINDS = ["normal", "peaked", "flat", "ties_at_top_k", "top_p_at_cumulative_mass", "quantized"]
 
 
-def random_row(kind: str, V: int, g: torch.Generator, T: float, top_k: int) -> torch.Tensor:
+def random_row(kind: str, V: int, g: torch.Generator, top_k: int) -> torch.Tensor:
     scale = float(torch.empty(()).uniform_(0.5, 4.0, generator=g))
     x = torch.randn(V, generator=g) * scale
     if kind == "peaked":
@@ -95,7 +95,7 @@ def test_kept_set_equals_the_transformers_chain(V, calls, B, record_property):
     for call in range(calls):
         kind = KINDS[call % len(KINDS)]
         rows = [draw_params(kind, V, g) for _ in range(B)]
-        xs = torch.stack([random_row(kind, V, g, r["T"] or 1.0, r["top_k"]) for r in rows])
+        xs = torch.stack([random_row(kind, V, g, r["top_k"]) for r in rows])
         for r, x in zip(rows, xs):
             if kind == "top_p_at_cumulative_mass" and r["T"] > 0:
                 r["top_p"] = planted_top_p(x, r["T"], r["top_k"], g)
@@ -302,3 +302,20 @@ def test_sampled_verify_draws_from_the_penalized_filtered_target():
     assert chisquare_pvalue(first, p0) > ALPHA
     # the control: the unpenalized target law fails the same test
     assert chisquare_pvalue(first, filtered_law(target[0].numpy(), 0.9, 6, 0.95, 0.0)) < ALPHA
+
+
+def test_sampled_verify_penalizes_accepted_draft_tokens_in_later_rows():
+    """Row 1 is drawn with token 2 (accepted at row 0) in the penalty's context: with penalty
+    100 its logit 5.0 becomes 0.05 and token 4 (4.9) takes almost all the mass."""
+    n, V = 4000, 6
+    target = torch.full((n, 2, V), -30.0)
+    target[:, 0, 2] = 5.0  # row 0: token 2, equal to the draft, always accepted
+    target[:, 1, 2], target[:, 1, 4] = 5.0, 4.9
+    draft = target[:, :1].clone()
+    r = spec_edge.verify(target, draft, torch.full((n, 1), 2), 1.0, seed=2, offset=0,
+                         filters=F(repetition_penalty=100.0, prev_tokens=torch.tensor([-1])))
+    assert (r.accept_len == 1).all()
+    bonus = np.bincount(r.tokens[:, 1].numpy(), minlength=V)
+    law = filtered_law(target[0, 1].numpy(), 1.0, 0, 1.0, 0.0, 100.0, [2])
+    assert chisquare_pvalue(bonus, law) > ALPHA
+    assert chisquare_pvalue(bonus, filtered_law(target[0, 1].numpy(), 1.0, 0, 1.0, 0.0)) < ALPHA  # control
