@@ -20,7 +20,6 @@ import torch
 import spec_edge
 from spec_edge.export import ModelConfig, build_model, export_pair
 from spec_edge.runtime import PteSpeculativeDecoder
-from spec_edge.pte import inspect  # noqa: F401  (the programs are checked at load)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_verify import timeit_us, write_section  # noqa: E402

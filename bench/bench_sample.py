@@ -29,14 +29,8 @@ import spec_edge
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_verify import timeit_us, write_section  # noqa: E402
 
-from transformers.generation.logits_process import (  # noqa: E402
-    LogitsProcessorList,
-    MinPLogitsWarper,
-    RepetitionPenaltyLogitsProcessor,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from filter_ref import transformers_processors  # noqa: E402  (the chain the tests compare with)
 
 T, TOP_K, TOP_P, MIN_P, PENALTY, HISTORY = 0.8, 50, 0.95, 0.05, 1.1, 64
 PIPELINES = {
@@ -47,17 +41,7 @@ PIPELINES = {
 
 
 def transformers_sampler(cfg, prev):
-    procs = []
-    if cfg["penalty"] != 1.0:
-        procs.append(RepetitionPenaltyLogitsProcessor(cfg["penalty"]))
-    procs.append(TemperatureLogitsWarper(T))
-    if cfg["top_k"]:
-        procs.append(TopKLogitsWarper(cfg["top_k"]))
-    if cfg["top_p"] < 1.0:
-        procs.append(TopPLogitsWarper(cfg["top_p"]))
-    if cfg["min_p"]:
-        procs.append(MinPLogitsWarper(cfg["min_p"]))
-    chain = LogitsProcessorList(procs)
+    chain = transformers_processors(T, cfg["top_k"], cfg["top_p"], cfg["min_p"], cfg["penalty"])
     return lambda logits: torch.multinomial(torch.softmax(chain(prev, logits.clone()), -1), 1)
 
 

@@ -15,9 +15,9 @@ from transformers.generation.logits_process import (
 )
 
 
-def transformers_chain(x: torch.Tensor, T: float, top_k: int, top_p: float, min_p: float,
-                       penalty: float, prev: list[int]) -> torch.Tensor:
-    """One row [V] through the processors `generate()` builds for these settings."""
+def transformers_processors(T: float, top_k: int, top_p: float, min_p: float,
+                            penalty: float) -> LogitsProcessorList:
+    """The processors `generate()` builds for these sampling settings, in its order."""
     procs = []
     if penalty != 1.0:
         procs.append(RepetitionPenaltyLogitsProcessor(penalty))
@@ -29,8 +29,14 @@ def transformers_chain(x: torch.Tensor, T: float, top_k: int, top_p: float, min_
         procs.append(TopPLogitsWarper(top_p))
     if min_p:
         procs.append(MinPLogitsWarper(min_p))
+    return LogitsProcessorList(procs)
+
+
+def transformers_chain(x: torch.Tensor, T: float, top_k: int, top_p: float, min_p: float,
+                       penalty: float, prev: list[int]) -> torch.Tensor:
+    """One row [V] through the transformers chain."""
     ids = torch.tensor([[t for t in prev if t >= 0]], dtype=torch.long)
-    return LogitsProcessorList(procs)(ids, x[None].clone())[0]
+    return transformers_processors(T, top_k, top_p, min_p, penalty)(ids, x[None].clone())[0]
 
 
 def penalized(x: np.ndarray, penalty: float, prev) -> np.ndarray:

@@ -47,8 +47,6 @@ MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
 # Bumped when an op's schema or semantics change; loaders refuse programs built for another.
 OP_VERSIONS = {"spec_edge::verify": 2, "spec_edge::sample": 2, "spec_edge::verify_greedy": 1}
-SAMPLING_INPUTS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "prev_tokens",
-                   "seed", "offset")
 
 
 @dataclass(frozen=True)

@@ -125,10 +125,10 @@ class PteSpeculativeDecoder:
             if programs.get(name) != sha256(data):
                 raise ProgramError(f"{self.dir / name}: does not match the manifest's hash (rebuilt or "
                                    "corrupted since export)")
-        self._check_vocab()
+        self._check_programs()
         self.stats = GenerateStats()
 
-    def _check_vocab(self):
+    def _check_programs(self):
         """The programs' own metadata and shapes against the manifest and this spec_edge: op
         versions, the vocabulary of both, K of the target."""
         for name, program in (("draft.pte", self._draft_program), ("target.pte", self._target_program)):

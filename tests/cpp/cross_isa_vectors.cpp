@@ -153,38 +153,44 @@ int main() {
           const Status s = accept(tp.rows(B, K + 1, V), nullptr, t, uv, {n, next});
           return s.is_ok() ? pair_list(n, next) : std::string(s.message());
         }).c_str());
-        for (float T : {0.0f, 0.6f, 1.0f, 1.7f}) {
+        const auto token_list = [](const std::vector<int64_t>& v) {
+          std::string r;
+          for (int64_t x : v) r += fmt(" %" PRId64, x);
+          return r;
+        };
+        // verify and sample at temperature T, with filters f: the tokens, or the error.
+        const auto run_verify = [&](float T, int64_t offset, const int64_t* lengths, const Filters& f) {
+          const int64_t seed_v = static_cast<int64_t>(seed);
+          VerifyParams params;
+          params.temperature = {&T, 1};
+          params.seed = {&seed_v, 1};
+          params.offset = {&offset, 1};
+          params.num_draft = lengths;
+          params.filters = f;
+          std::vector<int64_t> len(B), out(B * (K + 1));
+          const Status s = verify(tl.rows(B, K + 1, V), dl.rows(B, K, V), t, params,
+                                  {len.data(), out.data(), K + 1});
+          return s.is_ok() ? token_list(out) : std::string(s.message());
+        };
+        const auto run_sample = [&](float T, int64_t offset, const Filters& f) {
+          const int64_t seed_v = static_cast<int64_t>(seed);
+          SampleParams params;
+          params.temperature = {&T, 1};
+          params.seed = {&seed_v, 1};
+          params.offset = {&offset, 1};
+          params.filters = f;
+          std::vector<int64_t> drawn(B * (K + 1));
+          const Status s = sample(tl.rows(B * (K + 1), 1, V), params, drawn.data());
+          return s.is_ok() ? token_list(drawn) : std::string(s.message());
+        };
+        for (float T : {0.0f, 0.6f, 1.0f, 1.7f})
           std::printf("%s verify T=%g%s\n", tag.c_str(), T, on_every_path("verify", [&] {
-            const int64_t seed_v = static_cast<int64_t>(seed), offset = 11;
-            VerifyParams params;
-            params.temperature = {&T, 1};
-            params.seed = {&seed_v, 1};
-            params.offset = {&offset, 1};
-            params.num_draft = num_draft.data();
-            std::vector<int64_t> len(B), out(B * (K + 1));
-            const Status s = verify(tl.rows(B, K + 1, V), dl.rows(B, K, V), t, params,
-                                    {len.data(), out.data(), K + 1});
-            if (!s.is_ok()) return std::string(s.message());
-            std::string r;
-            for (int64_t v : out) r += fmt(" %" PRId64, v);
-            return r;
+            return run_verify(T, 11, num_draft.data(), Filters{});
           }).c_str());
-        }
-        for (float T : {0.0f, 0.8f}) {
+        for (float T : {0.0f, 0.8f})
           std::printf("%s sample T=%g%s\n", tag.c_str(), T, on_every_path("sample", [&] {
-            const int64_t seed_v = static_cast<int64_t>(seed), offset = 3;
-            SampleParams params;
-            params.temperature = {&T, 1};
-            params.seed = {&seed_v, 1};
-            params.offset = {&offset, 1};
-            std::vector<int64_t> drawn(B * (K + 1));
-            const Status s = sample(tl.rows(B * (K + 1), 1, V), params, drawn.data());
-            if (!s.is_ok()) return std::string(s.message());
-            std::string r;
-            for (int64_t v : drawn) r += fmt(" %" PRId64, v);
-            return r;
+            return run_sample(T, 3, Filters{});
           }).c_str());
-        }
         // The filters: each config in verify, sample and filter_logits (outputs hashed bit by bit).
         std::vector<int64_t> prev = {tokens[0], tokens[1], -1, tokens[5], static_cast<int64_t>(V / 2)};
         struct FilterConfig {
@@ -203,34 +209,12 @@ int main() {
           f.min_p = {&fc.min_p, 1};
           f.repetition_penalty = {&fc.penalty, 1};
           f.prev_tokens = Tokens{prev.data(), 1, static_cast<int64_t>(prev.size()), 0, 1};
-          const int64_t seed_v = static_cast<int64_t>(seed), offset = 5;
           for (float T : {0.0f, 0.8f}) {
             std::printf("%s verify %s T=%g%s\n", tag.c_str(), fc.name, T, on_every_path("verify filtered", [&] {
-              VerifyParams params;
-              params.temperature = {&T, 1};
-              params.seed = {&seed_v, 1};
-              params.offset = {&offset, 1};
-              params.filters = f;
-              std::vector<int64_t> len(B), out(B * (K + 1));
-              const Status s = verify(tl.rows(B, K + 1, V), dl.rows(B, K, V), t, params,
-                                      {len.data(), out.data(), K + 1});
-              if (!s.is_ok()) return std::string(s.message());
-              std::string r;
-              for (int64_t v : out) r += fmt(" %" PRId64, v);
-              return r;
+              return run_verify(T, 5, nullptr, f);
             }).c_str());
             std::printf("%s sample %s T=%g%s\n", tag.c_str(), fc.name, T, on_every_path("sample filtered", [&] {
-              SampleParams params;
-              params.temperature = {&T, 1};
-              params.seed = {&seed_v, 1};
-              params.offset = {&offset, 1};
-              params.filters = f;
-              std::vector<int64_t> drawn(B * (K + 1));
-              const Status s = sample(tl.rows(B * (K + 1), 1, V), params, drawn.data());
-              if (!s.is_ok()) return std::string(s.message());
-              std::string r;
-              for (int64_t v : drawn) r += fmt(" %" PRId64, v);
-              return r;
+              return run_sample(T, 5, f);
             }).c_str());
             std::printf("%s filter_logits %s T=%g%s\n", tag.c_str(), fc.name, T, on_every_path("filter_logits", [&] {
               std::vector<float> out(B * (K + 1) * V);
