@@ -4,7 +4,7 @@ PY := $(abspath $(VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 BUILD_DIR := build/cmake
 
-.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz stat-full demo bench clean
+.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz stat-full demo train-default bench clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -16,10 +16,13 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 build: venv
 	SPEC_EDGE_BUILD_TESTS=ON SPEC_EDGE_BUILD_BENCH=ON SPEC_EDGE_CMAKE_BUILD_DIR=$(BUILD_DIR) \
 	  $(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	@# An editable install does not stop on a failed native build: check that it produced the library.
+	@$(PY) -c "import spec_edge" || { echo "make build: the native build failed; rerun without -q: $(PY) -m pip install -v --no-build-isolation --no-deps -e ." >&2; exit 1; }
 
 test: test-cpp test-sanitize test-aarch64 test-fuzz test-py
 
 test-cpp: build
+	@test -n "$$(ctest --test-dir $(BUILD_DIR) -N | grep 'Test *#')" || { echo "test-cpp: no C++ tests were built: install libgtest-dev (see .ci/run)" >&2; exit 1; }
 	ctest --test-dir $(BUILD_DIR) --output-on-failure
 
 # ASan + UBSan natively; aarch64 under qemu (Cortex-A72 and A76) with cross-ISA identity and
@@ -40,8 +43,13 @@ test-py: build
 stat-full: build
 	$(PY) -m pytest -q tests/test_conformance.py --stat-full
 
+# Exports the shipped default pair once (cached in build/demo), then decodes held-out prompts.
 demo: build
 	$(PY) -m spec_edge.demo
+
+# Retrains the shipped default pair (python/spec_edge/default_pair/) from this Python's stdlib.
+train-default: venv
+	$(PY) export/train_default.py
 
 # Benchmarks (single thread, peers in the same process); tables land in docs/BENCHMARKS.md.
 # llama-cpp-python, a peer of the sampler benchmark only, builds from source (several minutes).
@@ -50,6 +58,7 @@ bench: build
 	$(PY) bench/bench_verify.py --core-bench $(BUILD_DIR)/bench/spec_edge_bench_core --write docs/BENCHMARKS.md
 	$(PY) bench/bench_sample.py --write docs/BENCHMARKS.md
 	$(PY) bench/bench_pte.py --dir build/bench_pte --write docs/BENCHMARKS.md
+	$(PY) bench/bench_pair.py --cache build/demo --write docs/BENCHMARKS.md
 
 clean:
 	rm -rf build python/spec_edge/_lib
