@@ -18,6 +18,13 @@ namespace {
 using ll = long long;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// Elements of the strided sample that seeds a first threshold: a sixteenth of the row, at least
+// 64 and at most `cap`, so that on small vocabularies the guess stays cheap next to the pass it
+// saves (the guess only sets where collection starts; results never depend on it).
+int64_t guess_sample_size(int64_t V, int64_t cap) {
+  return std::min(V, std::clamp<int64_t>(V / 16, 64, cap));
+}
+
 // An unsigned key with the order of the float (no NaN here); -0 and +0 are one key.
 uint32_t order_key(float s) {
   if (s == 0.0f) s = 0.0f;
@@ -332,7 +339,7 @@ Status FilteredRow::candidates_top_k(const RowKernels& k, const RowSampling& rs,
   collected_.resize(V_);
   collected_value_.resize(V_);
   // A first threshold from a strided sample: about 3k tokens expected above it.
-  const int64_t S = std::min<int64_t>(V_, 512);
+  const int64_t S = guess_sample_size(V_, 512);
   thread_local std::vector<float> sample;
   sample.clear();
   for (int64_t i = 0; i < S; ++i) {
@@ -416,7 +423,7 @@ Status FilteredRow::candidates_by_mass(const RowKernels& k, const RowSampling& r
 // The scaled distance d = (y - ymax) / T below which a strided sample of the row holds less than
 // half of the mass top-p removes.
 float FilteredRow::top_p_guess(const RowKernels& k, float top_p) {
-  const int64_t S = std::min<int64_t>(V_, 1024);
+  const int64_t S = guess_sample_size(V_, 1024);
   thread_local std::vector<float> d, e;
   d.resize(S);
   e.resize(S);
