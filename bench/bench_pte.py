@@ -48,9 +48,9 @@ def main():
     pos = torch.tensor([8])
     tokens = torch.tensor([[7]])
     for _ in range(K):
-        logits = dec.target["logits"].execute([tokens, pos])[0]
+        logits = dec.target_logits(tokens, pos)
         tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], 1)
-    target_logits = dec.target["logits"].execute([tokens, pos])[0]
+    target_logits = dec.target_logits(tokens, pos)
     draft_logits = target_logits[:, :K].contiguous()
     rows = []
     for label, T, f in [("greedy", 0.0, spec_edge.Filters()),
@@ -60,7 +60,7 @@ def main():
         n = int(verify_only.execute([target_logits, draft_logits, tokens[:, 1:], *sampling])[0][0])
         assert n == K, f"expected every draft token accepted, got {n}"
         step = timeit_us(lambda: dec.target["verify"].execute([tokens, pos, draft_logits, *sampling]))
-        model = timeit_us(lambda: dec.target["logits"].execute([tokens, pos]))
+        model = timeit_us(lambda: dec.target_logits(tokens, pos))
         op = timeit_us(lambda: verify_only.execute([target_logits, draft_logits, tokens[:, 1:], *sampling]))
         rows.append((label, step, model, op))
     lines = [

@@ -1,12 +1,16 @@
 """Export a draft/target pair to draft.pte, target.pte, verify.pte and manifest.json.
 
-Models are ExecuTorch's Llama-family transformer; each is given by a JSON file of
-spec_edge.export.ModelConfig fields and, optionally, a state dict (torch.save) of its weights
-(random, seeded weights otherwise: useful for trying the pipeline).
+Models are ExecuTorch's Llama-family transformer, given either as local Hugging Face checkpoint
+directories (config.json + safetensors + tokenizer.json; Llama 3.x, SmolLM, Qwen2.x) or as JSON
+files of spec_edge.export.ModelConfig fields with, optionally, a state dict (torch.save) of
+their weights (random, seeded weights otherwise: useful for trying the pipeline).
 
+    python export/export_pair.py --hf-target DIR --hf-draft DIR --k 8 --out OUT [--max-context 512]
     python export/export_pair.py --target target.json [--target-weights t.pt] \\
-        --draft draft.json [--draft-weights d.pt] --k 4 --out DIR [--no-xnnpack] [--tokenizer tokenizer.json] \\
-        [--quantize 8da4w [--group-size 32]]
+        --draft draft.json [--draft-weights d.pt] --k 4 --out OUT [--tokenizer tokenizer.json]
+    common: [--no-xnnpack] [--quantize 8da4w [--group-size 32]] [--prefill-chunk 32]
+
+The target's verify step takes any K up to --k; the runtime picks one per run.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import torch
 from spec_edge.export import ModelConfig, build_model, export_pair
 
 
-def load(config_path: str, weights: str | None, seed: int):
+def load_json_model(config_path: str, weights: str | None, seed: int):
     try:
         config = ModelConfig(**json.loads(Path(config_path).read_text()))
     except (OSError, ValueError, TypeError) as error:
@@ -37,25 +41,40 @@ def load(config_path: str, weights: str | None, seed: int):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target", required=True, help="target ModelConfig JSON")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--hf-target", metavar="DIR", help="target: local Hugging Face checkpoint directory")
+    target.add_argument("--target", metavar="JSON", help="target: ModelConfig JSON")
+    draft = parser.add_mutually_exclusive_group(required=True)
+    draft.add_argument("--hf-draft", metavar="DIR", help="draft: local Hugging Face checkpoint directory")
+    draft.add_argument("--draft", metavar="JSON", help="draft: ModelConfig JSON")
     parser.add_argument("--target-weights")
-    parser.add_argument("--draft", required=True, help="draft ModelConfig JSON")
     parser.add_argument("--draft-weights")
-    parser.add_argument("--k", type=int, default=4, help="draft tokens per round")
+    parser.add_argument("--max-context", type=int, help="context length of the programs from checkpoints "
+                        "(default: the checkpoint's, at most 512)")
+    parser.add_argument("--k", type=int, default=4, help="most draft tokens per round")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--prefill-chunk", type=int, default=32)
     parser.add_argument("--no-xnnpack", action="store_true", help="portable kernels only")
-    parser.add_argument("--tokenizer", help="tokenizer.json to ship with the programs")
+    parser.add_argument("--tokenizer", help="tokenizer.json to ship with config-given models "
+                        "(checkpoints ship their own)")
     parser.add_argument("--quantize", choices=["8da4w", "8da8w"],
                         help="8-bit dynamic activations, 4/8-bit grouped weights (XNNPACK)")
     parser.add_argument("--group-size", type=int, default=32, help="weight group size for --quantize")
     args = parser.parse_args(argv)
-    target, target_config = load(args.target, args.target_weights, seed=1)
-    draft, draft_config = load(args.draft, args.draft_weights, seed=2)
+    if bool(args.hf_target) != bool(args.hf_draft):
+        parser.error("give both models as checkpoints (--hf-target, --hf-draft) or both as configs "
+                     "(--target, --draft)")
+    options = dict(prefill_chunk=args.prefill_chunk, xnnpack=not args.no_xnnpack, quantize=args.quantize,
+                   group_size=args.group_size)
     try:
-        out = export_pair(target, target_config, draft, draft_config, args.k, args.out,
-                          prefill_chunk=args.prefill_chunk, xnnpack=not args.no_xnnpack,
-                          tokenizer=args.tokenizer, quantize=args.quantize, group_size=args.group_size)
+        if args.hf_target:
+            from spec_edge.hf import export_hf_pair
+            out = export_hf_pair(args.hf_target, args.hf_draft, args.k, args.out, args.max_context, **options)
+        else:
+            target, target_config = load_json_model(args.target, args.target_weights, seed=1)
+            draft, draft_config = load_json_model(args.draft, args.draft_weights, seed=2)
+            out = export_pair(target, target_config, draft, draft_config, args.k, args.out,
+                              tokenizer=args.tokenizer, **options)
     except ValueError as error:
         sys.exit(f"export_pair: {error}")
     print(f"wrote {out}")

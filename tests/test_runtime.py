@@ -54,6 +54,13 @@ def test_greedy_equals_target_only_decoding_through_the_same_program(pair):
     assert spec == dec.generate(PROMPT, 40, speculative=False)
 
 
+@pytest.mark.parametrize("k", range(1, K))
+def test_any_k_up_to_the_exported_one_runs_the_same_programs(pair, k):
+    dec = PteSpeculativeDecoder(pair / "pair", k=k)
+    assert dec.generate(PROMPT, 30) == dec.generate(PROMPT, 30, speculative=False)
+    assert len(dec.stats.accepted_hist) == k + 1
+
+
 def test_a_draft_equal_to_the_target_is_always_accepted(pair):
     dec = PteSpeculativeDecoder(pair / "self")
     spec = dec.generate(PROMPT, 41)
@@ -124,7 +131,7 @@ def test_program_not_matching_the_manifest_is_refused(pair, tmp_path):
     ("vocab_size", 50, "vocabulary 48 does not match the manifest's 50"),
     ("ops", {"spec_edge::verify": 1}, "op versions"),
     ("format", 99, "manifest format 99"),
-    ("k", 4, r"takes draft logits \[1, 3, 48\], not \[1, K=4, V=48\]"),
+    ("k", 4, r"takes draft logits \[1, 3, 48\], not up to \[1, K=4, V=48\]"),
 ])
 def test_manifest_mismatches_are_refused(pair, tmp_path, field, value, match):
     d = copy_pair(pair, tmp_path)
@@ -143,8 +150,9 @@ def test_malformed_manifest(pair, tmp_path):
 
 
 def test_k_mismatch_and_bad_generate_arguments(pair):
-    with pytest.raises(ProgramError, match="exported for K=3, got k=4"):
-        PteSpeculativeDecoder(pair / "pair", k=4)
+    for k in (0, K + 1):
+        with pytest.raises(ProgramError, match=f"exported for K up to 3, got k={k}"):
+            PteSpeculativeDecoder(pair / "pair", k=k)
     dec = PteSpeculativeDecoder(pair / "pair")
     with pytest.raises(ValueError, match="exceeds the context length 96"):
         dec.generate(list(range(40)) * 2, 20)

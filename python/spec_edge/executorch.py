@@ -2,7 +2,8 @@
 
 ``load()`` loads ``libspec_edge_executorch.so`` once per process, from one canonical path, into
 the same operator registry that ExecuTorch's Python runtime uses, so ``.pte`` programs that call
-``spec_edge::*.out`` run through ``executorch.runtime.Runtime``.
+``spec_edge::*.out`` run through ``executorch.runtime.Runtime``; it also loads ExecuTorch's own
+LLM kernels (fused SDPA and KV-cache update), which the exported models use.
 
 Example:
     >>> import spec_edge.executorch
@@ -33,8 +34,10 @@ def load() -> Path:
     """Registers the spec_edge kernels with ExecuTorch's runtime (idempotent)."""
     global _loaded
     if _loaded is None:
-        # The runtime whose registry the kernels join (it loads libexecutorch.so).
+        # The runtime whose registry the kernels join (it loads libexecutorch.so), and
+        # ExecuTorch's LLM kernels (llama::custom_sdpa, llama::update_cache) the exported models call.
         import executorch.extension.pybindings.portable_lib  # noqa: F401
+        from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 
         path = library_path()
         ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)

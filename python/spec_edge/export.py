@@ -62,22 +62,37 @@ class ModelConfig:
     max_context_len: int = 256
     norm_eps: float = 1e-5
     rope_theta: float = 10000.0
+    head_dim: int | None = None  # dim // n_heads when None
+    qkv_bias: bool = False  # biases on the q/k/v projections (Qwen2)
+    rope_scale_factor: float | None = None  # Llama 3 scaled RoPE when set
+    rope_high_freq_factor: float = 4.0
 
     def model_args(self):
         from executorch.examples.models.llama.model_args import ModelArgs
         return ModelArgs(dim=self.dim, n_layers=self.n_layers, n_heads=self.n_heads,
                          n_kv_heads=self.n_kv_heads, vocab_size=self.vocab_size,
-                         hidden_dim=self.hidden_dim, max_seq_len=self.max_context_len,
+                         hidden_dim=self.hidden_dim, head_dim=self.head_dim, max_seq_len=self.max_context_len,
                          max_context_len=self.max_context_len, norm_eps=self.norm_eps,
-                         rope_freq_base=self.rope_theta, use_kv_cache=True,
+                         rope_freq_base=self.rope_theta, attention_qkv_bias=self.qkv_bias,
+                         use_scaled_rope=self.rope_scale_factor is not None,
+                         rope_scale_factor=self.rope_scale_factor or 8,
+                         high_freq_factor=self.rope_high_freq_factor, use_kv_cache=True,
                          generate_full_logits=True, enable_dynamic_shape=True)
 
 
 def build_model(config: ModelConfig, state_dict: dict | None = None, seed: int = 0) -> torch.nn.Module:
-    """ExecuTorch's Llama transformer with KV caches, random (seeded) or loaded weights."""
+    """ExecuTorch's Llama transformer with KV caches, random (seeded) or loaded weights.
+
+    Attention and the cache update use ExecuTorch's fused LLM ops (``llama::custom_sdpa``,
+    ``llama::update_cache``), as its own LLM export does: decomposed, they leave the program
+    as dozens of small delegate islands joined by portable copies, several times slower."""
     from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.source_transformation.custom_kv_cache import (
+        replace_kv_cache_with_custom_kv_cache)
+    from executorch.examples.models.llama.source_transformation.sdpa import replace_sdpa_with_custom_op
     torch.manual_seed(seed)
     model = construct_transformer(config.model_args()).eval()
+    model = replace_kv_cache_with_custom_kv_cache(replace_sdpa_with_custom_op(model))
     if state_dict is not None:
         missing, unexpected = model.load_state_dict(state_dict, strict=False)
         missing = [k for k in missing if "kv_cache" not in k and "mask" not in k and "rope" not in k]
@@ -184,14 +199,16 @@ def export_target(model, config: ModelConfig, k: int, path: Path, prefill_chunk:
     model = copy.deepcopy(model)
     chunk = torch.export.Dim("chunk", min=1, max=prefill_chunk)
     rows = torch.export.Dim("rows", min=1, max=k + 1)
+    drafted = torch.export.Dim("k", min=1, max=k)  # any K up to the exported one
     one, pos = torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])
     draft_logits = torch.zeros(1, k, config.vocab_size)
+    verify_args = (torch.zeros(1, k + 1, dtype=torch.long), pos, draft_logits, *sampling_example(config))
+    verify_dims = ({1: drafted + 1}, None, {1: drafted}) + (None,) * len(sampling_example(config))
     return _lower({
         "prefill": _export(_Prefill(model), (torch.zeros(1, 2, dtype=torch.long), pos), ({1: chunk}, None)),
         "logits": _export(_Logits(model), (torch.zeros(1, 2, dtype=torch.long), pos), ({1: rows}, None)),
         "decode_step": _export(_DecodeStep(model), (one, pos, *sampling_example(config))),
-        "verify": _export(_VerifyStep(model), (torch.zeros(1, k + 1, dtype=torch.long), pos, draft_logits,
-                                               *sampling_example(config))),
+        "verify": _export(_VerifyStep(model), verify_args, verify_dims),
     }, path, xnnpack, _metadata(config.vocab_size, k))
 
 

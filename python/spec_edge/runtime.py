@@ -5,6 +5,10 @@
 draft steps (model + ``sample`` fused), one fused verify step of the target, rollback by
 position. ``generate(..., speculative=False)`` is target-only decoding through the same
 ``target.pte``.
+
+A target exported by ExecuTorch's own LLM export (``export_llama`` with a KV cache, dynamic
+shapes and full logits: a ``forward(tokens [1, n], input_pos [1]) -> logits [1, n, V]`` method)
+runs too, given as ``target_pte``: its logits go through ``verify.pte``.
 """
 
 from __future__ import annotations
@@ -86,6 +90,9 @@ def _load_program(path: Path, methods: set[str]):
 class PteSpeculativeDecoder:
     """Speculative decoding over ``draft.pte`` + ``target.pte`` in ``model_dir``.
 
+    ``k`` draft tokens per round: any K up to the one the programs were exported for (the
+    default).
+
     Example (with a directory written by ``export/export_pair.py``)::
 
         dec = PteSpeculativeDecoder("out/")
@@ -94,7 +101,7 @@ class PteSpeculativeDecoder:
         dec.stats.tokens_per_s, dec.stats.accepted_hist
     """
 
-    def __init__(self, model_dir: str | Path, k: int | None = None):
+    def __init__(self, model_dir: str | Path, k: int | None = None, target_pte: str | Path | None = None):
         self.dir = Path(model_dir)
         manifest_path = self.dir / MANIFEST
         if not manifest_path.is_file():
@@ -103,7 +110,7 @@ class PteSpeculativeDecoder:
         try:
             self.manifest = json.loads(manifest_path.read_text())
             self.vocab_size = int(self.manifest["vocab_size"])
-            self.k = int(self.manifest["k"])
+            self.max_k = int(self.manifest["k"])
             self.max_context_len = int(self.manifest["max_context_len"])
             self.prefill_chunk = int(self.manifest["prefill_chunk"])
             programs = dict(self.manifest["programs"])
@@ -115,23 +122,55 @@ class PteSpeculativeDecoder:
         if self.manifest.get("ops") != OP_VERSIONS:
             raise ProgramError(f"{manifest_path}: programs built for op versions {self.manifest.get('ops')}, "
                                f"this spec_edge has {OP_VERSIONS}: export them again")
-        if k is not None and k != self.k:
-            raise ProgramError(f"k: the programs were exported for K={self.k}, got k={k}")
+        if k is not None and not 1 <= k <= self.max_k:
+            raise ProgramError(f"k: the programs were exported for K up to {self.max_k}, got k={k}")
+        self.k = self.max_k if k is None else k
         se_executorch.load()
+        self.external_target = target_pte is not None
         self._draft_program, self.draft, draft_bytes = _load_program(self.dir / "draft.pte", {"prefill", "draft_step"})
-        self._target_program, self.target, target_bytes = _load_program(
-            self.dir / "target.pte", {"prefill", "logits", "decode_step", "verify"})
-        for name, data in (("draft.pte", draft_bytes), ("target.pte", target_bytes)):
+        ours = [("draft.pte", self._draft_program, draft_bytes)]
+        if self.external_target:
+            if self.k != self.max_k:
+                raise ProgramError(f"k: verify.pte was exported for K={self.max_k}, got k={self.k}")
+            self._verify_program, verify, verify_bytes = _load_program(self.dir / "verify.pte", {"verify"})
+            self._target_program, self.target, _ = _load_program(Path(target_pte), {"forward"})
+            self.target["verify"] = verify["verify"]
+            ours.append(("verify.pte", self._verify_program, verify_bytes))
+        else:
+            self._target_program, self.target, target_bytes = _load_program(
+                self.dir / "target.pte", {"prefill", "logits", "decode_step", "verify"})
+            ours.append(("target.pte", self._target_program, target_bytes))
+        for name, _, data in ours:
             if programs.get(name) != sha256(data):
                 raise ProgramError(f"{self.dir / name}: does not match the manifest's hash (rebuilt or "
                                    "corrupted since export)")
-        self._check_programs()
+        self._check_programs(ours)
+        if self.external_target:
+            self._check_llm_target(Path(target_pte))
         self.stats = GenerateStats()
 
-    def _check_programs(self):
+    def _check_llm_target(self, path: Path):
+        """A target from ExecuTorch's LLM export: full logits over the vocabulary for up to K+1
+        tokens per call, with a KV cache (its constant methods, where it has them)."""
+        meta = self._target_program.metadata("forward")
+        out = list(meta.output_tensor_meta(0).sizes())
+        rows = list(meta.input_tensor_meta(0).sizes())
+        if len(out) != 3 or out[-1] != self.vocab_size:
+            raise ProgramError(f"{path}: forward returns logits {out}, expected full logits [1, n, "
+                               f"V={self.vocab_size}] (export it with generate_full_logits)")
+        if rows[-1] < self.k + 1:
+            raise ProgramError(f"{path}: forward takes up to {rows[-1]} tokens, the verify step needs K+1 = "
+                               f"{self.k + 1} (export it with dynamic shapes and a KV cache)")
+        names = set(self._target_program.method_names)
+        for method, want in (("use_kv_cache", True), ("get_vocab_size", self.vocab_size)):
+            if method in names and self._target_program.load_method(method).execute([])[0] != want:
+                raise ProgramError(f"{path}: {method} is not {want}")
+        self.prefill_chunk = min(self.prefill_chunk, rows[-1])
+
+    def _check_programs(self, programs):
         """The programs' own metadata and shapes against the manifest and this spec_edge: op
-        versions, the vocabulary of both, K of the target."""
-        for name, program in (("draft.pte", self._draft_program), ("target.pte", self._target_program)):
+        versions, the vocabulary of all, the largest K of the verify step."""
+        for name, program, _ in programs:
             for op, version in OP_VERSIONS.items():
                 method = f"spec_edge_op_version_{op.split('::')[1]}"
                 if method not in program.method_names:
@@ -141,19 +180,16 @@ class PteSpeculativeDecoder:
                 if built != version:
                     raise ProgramError(f"{self.dir / name}: built for {op} version {built}, this spec_edge "
                                        f"has version {version}: export it again")
-        for name, method, index in (("draft.pte", self._draft_program, "draft_step"),
-                                    ("target.pte", self._target_program, "logits")):
-            meta = method.metadata(index)
-            out = meta.output_tensor_meta(meta.num_outputs() - 1)
-            vocab = int(out.sizes()[-1])
-            if vocab != self.vocab_size:
-                raise ProgramError(f"{self.dir / name}: vocabulary {vocab} does not match the manifest's "
-                                   f"{self.vocab_size} (draft and target must share a tokenizer)")
-        draft_logits = self._target_program.metadata("verify").input_tensor_meta(2).sizes()
-        if tuple(draft_logits) != (1, self.k, self.vocab_size):
-            raise ProgramError(f"{self.dir / 'target.pte'}: its verify step takes draft logits "
-                               f"{list(draft_logits)}, not [1, K={self.k}, V={self.vocab_size}] as the "
-                               "manifest says")
+        name, program = programs[1][:2]
+        vocab = int(self._draft_program.metadata("draft_step").output_tensor_meta(1).sizes()[-1])
+        if vocab != self.vocab_size:
+            raise ProgramError(f"{self.dir / 'draft.pte'}: vocabulary {vocab} does not match the manifest's "
+                               f"{self.vocab_size} (draft and target must share a tokenizer)")
+        draft_logits = program.metadata("verify").input_tensor_meta(1 if self.external_target else 2).sizes()
+        if tuple(draft_logits) != (1, self.max_k, self.vocab_size):
+            raise ProgramError(f"{self.dir / name}: its verify step takes draft logits "
+                               f"{list(draft_logits)}, not up to [1, K={self.max_k}, V={self.vocab_size}] as "
+                               "the manifest says")
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -167,6 +203,34 @@ class PteSpeculativeDecoder:
                 torch.tensor([float(filters.top_p)]), torch.tensor([float(filters.min_p)]),
                 torch.tensor([float(filters.repetition_penalty)]), prev, torch.tensor([int(seed)]),
                 torch.tensor([int(offset)])]
+
+    def target_logits(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        """The target's logits [1, n, V] over ``tokens`` [1, n] at ``input_pos`` (writes its cache)."""
+        return self.target["forward" if self.external_target else "logits"].execute([tokens, input_pos])[0]
+
+    def _target_decode(self, token: int, pos: int, sampling: list[torch.Tensor]) -> int:
+        if not self.external_target:
+            return int(self.target["decode_step"].execute([torch.tensor([[token]]), torch.tensor([pos]),
+                                                           *sampling])[0][0])
+        T, top_k, top_p, min_p, penalty, prev, seed, offset = sampling
+        logits = self.target_logits(torch.tensor([[token]]), torch.tensor([pos]))[:, -1]
+        return int(torch.ops.spec_edge.sample(logits, T, seed, offset, top_k, top_p, min_p, penalty, prev)[0])
+
+    def _target_verify(self, tokens: torch.Tensor, pos: int, draft_logits: torch.Tensor,
+                       sampling: list[torch.Tensor]):
+        if not self.external_target:
+            return self.target["verify"].execute([tokens, torch.tensor([pos]), draft_logits, *sampling])
+        logits = self.target_logits(tokens, torch.tensor([pos]))
+        return self.target["verify"].execute([logits, draft_logits, tokens[:, 1:], *sampling])
+
+    def _call_inputs(self, fixed: list[torch.Tensor], filters: Filters, context: list[int], offset: int):
+        """The <sampling> inputs of one call: ``fixed`` (built once per generate) with this
+        call's offset and, when the penalty reads it, its context."""
+        inputs = list(fixed)
+        if filters.repetition_penalty != 1.0:
+            inputs[5] = self.sampling_inputs(0.0, filters, context, 0, 0)[5]
+        inputs[7] = torch.tensor([offset])
+        return inputs
 
     def _prefill(self, method, tokens: list[int], start: int):
         for at in range(0, len(tokens), self.prefill_chunk):
@@ -191,24 +255,23 @@ class PteSpeculativeDecoder:
         stats = GenerateStats(accepted_hist=[0] * (self.k + 1))
         t_start = time.perf_counter()
         context = list(prompt)
-        self._prefill(self.target["prefill"], prompt[:-1], 0)
+        self._prefill(self.target["forward" if self.external_target else "prefill"], prompt[:-1], 0)
         if speculative:
             self._prefill(self.draft["prefill"], prompt[:-1], 0)
         stats.prefill_s = time.perf_counter() - t_start
         offset = 0
+        fixed = self.sampling_inputs(temperature, filters, [], seed, 0)
         new: list[int] = []
         while len(new) < max_new:
             pos = len(context) - 1  # the last token is not in the caches yet
             if not speculative:
                 t0 = time.perf_counter()
-                token = int(self.target["decode_step"].execute(
-                    [torch.tensor([[context[-1]]]), torch.tensor([pos]),
-                     *self.sampling_inputs(temperature, filters, context, seed, offset)])[0][0])
+                token = self._target_decode(context[-1], pos, self._call_inputs(fixed, filters, context, offset))
                 stats.target_s += time.perf_counter() - t0
                 offset += 1
                 emitted = [token]
             else:
-                emitted = self._round(context, pos, temperature, filters, seed, offset, stats)
+                emitted = self._round(context, pos, fixed, filters, offset, stats)
                 offset += self.k + 1
             for token in emitted[:max_new - len(new)]:
                 new.append(token)
@@ -223,8 +286,8 @@ class PteSpeculativeDecoder:
         self.stats = stats
         return new
 
-    def _round(self, context: list[int], pos: int, temperature: float, filters: Filters, seed: int,
-               offset: int, stats: GenerateStats) -> list[int]:
+    def _round(self, context: list[int], pos: int, fixed: list[torch.Tensor], filters: Filters, offset: int,
+               stats: GenerateStats) -> list[int]:
         """K draft steps, one fused target verify step; returns the emitted tokens."""
         k = self.k
         drafted: list[int] = []
@@ -234,14 +297,13 @@ class PteSpeculativeDecoder:
             token = context[-1] if i == 0 else drafted[-1]
             nxt, logits = self.draft["draft_step"].execute(
                 [torch.tensor([[token]]), torch.tensor([pos + i]),
-                 *self.sampling_inputs(temperature, filters, context + drafted, seed, offset + i)])
+                 *self._call_inputs(fixed, filters, context + drafted, offset + i)])
             drafted.append(int(nxt[0]))
             rows.append(logits)
         t1 = time.perf_counter()
         tokens = torch.tensor([[context[-1]] + drafted])
-        accept_len, out = self.target["verify"].execute(
-            [tokens, torch.tensor([pos]), torch.stack(rows, 1),
-             *self.sampling_inputs(temperature, filters, context, seed, offset + k)])
+        accept_len, out = self._target_verify(tokens, pos, torch.stack(rows, 1),
+                                              self._call_inputs(fixed, filters, context, offset + k))
         t2 = time.perf_counter()
         n = int(accept_len[0])
         if n == k:  # the draft has not seen its own last token: give it to its cache
