@@ -1,92 +1,170 @@
-"""`make demo`: speculative decoding end to end on a deterministic toy model pair.
+"""`make demo`: speculative decoding on the shipped default pair, entirely through ExecuTorch.
 
-Shows that greedy speculation reproduces the target's greedy decode token for token, and that
-sampled speculation accepts draft tokens at exactly the analytic rate: the accepted-length
-histogram over many rounds next to its exact law (computed from the model pair, not fitted).
+Exports the default draft/target checkpoints (python/spec_edge/default_pair/, trained on the
+Python standard library by export/train_default.py) to .pte programs once (cached), completes
+held-out code prompts speculatively and target-only through the same target.pte, and prints the
+text, tokens/s of both, the accepted-length histogram next to the analytic law, and the time
+split; the histogram is also drawn to a PNG.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+import hashlib
+import json
+from pathlib import Path
 
 import numpy as np
-import torch
-from scipy import stats
 
-import spec_edge
-from spec_edge.toy import ToyLM
+from . import __version__, active_isa
+from .export import OP_VERSIONS
+from .ops import Filters
+
+DEFAULT_PAIR = Path(__file__).resolve().parent / "default_pair"
+MAX_K = 8
 
 
-def round_length_law(target: ToyLM, draft: ToyLM, prefix: list[int], k: int) -> torch.Tensor:
-    """Exact law of the accepted length of one sampled round after `prefix`.
+def accepted_length_law(alpha: float, k: int) -> np.ndarray:
+    """P(n = j), j = 0..k, of the draft tokens kept in a round when each is accepted with
+    probability ``alpha`` given the ones before (Leviathan et al. 2023): geometric, cut at k."""
+    law = np.array([alpha ** j * (1 - alpha) for j in range(k + 1)])
+    law[k] = alpha ** k
+    return law
 
-    P(n >= j+1) sums, over draft paths, the probability that every token so far was proposed
-    and accepted: min(p, q) per step. The models depend on the last two tokens only, so the
-    paths collapse onto a [V, V] state weight.
-    """
-    V = target.vocab
-    overlap = torch.minimum(target.probs_table(), draft.probs_table())  # [a, b, next]
-    state = torch.zeros(V, V, dtype=torch.float64)
-    state[prefix[-2] if len(prefix) > 1 else 0, prefix[-1]] = 1.0
-    reach = [1.0]
-    for _ in range(k):
-        state = torch.einsum("ab,abt->bt", state, overlap)
-        reach.append(float(state.sum()))
-    reach.append(0.0)
-    return torch.tensor([reach[j] - reach[j + 1] for j in range(k + 1)])
+
+def per_token_acceptance(hist) -> float:
+    """The acceptance probability per draft token the histogram shows: accepted tokens over
+    accepted tokens plus rejections (a round of k accepted tokens has no rejection)."""
+    hist = np.asarray(hist, dtype=float)
+    accepted = (hist * np.arange(len(hist))).sum()
+    rejections = hist[:-1].sum()
+    return accepted / (accepted + rejections) if accepted + rejections else 0.0
+
+
+def _source_key(pair: Path, k: int) -> str:
+    """Changes with the checkpoints, K, and the code that exports them."""
+    from . import export, hf
+    digest = hashlib.sha256(f"{__version__} {sorted(OP_VERSIONS.items())} k={k}".encode())
+    checkpoints = sorted(p for side in ("target", "draft") for p in (pair / side).rglob("*"))
+    for path in [*checkpoints, Path(export.__file__), Path(hf.__file__)]:
+        if path.is_file():
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def exported_pair(pair: Path, out: Path, k: int = MAX_K) -> Path:
+    """The pair's programs in ``out``, exported once per version of the checkpoints and of spec_edge."""
+    from .hf import export_hf_pair
+    key = _source_key(pair, k)
+    stamp = out / "source.sha256"
+    if stamp.is_file() and stamp.read_text() == key and (out / "manifest.json").is_file():
+        return out
+    print(f"exporting the default pair to {out} (once; cached after)")
+    export_hf_pair(pair / "target", pair / "draft", k, out)
+    stamp.write_text(key)
+    return out
+
+
+def plot(histograms: dict[str, tuple[list[int], np.ndarray]], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(histograms), figsize=(5 * len(histograms), 3.6), squeeze=False)
+    for ax, (title, (hist, law)) in zip(axes[0], histograms.items()):
+        n = np.arange(len(hist))
+        ax.bar(n - 0.2, np.asarray(hist) / sum(hist), 0.4, label="observed")
+        ax.bar(n + 0.2, law, 0.4, label="law")
+        ax.set(title=title, xlabel="draft tokens accepted per round", ylabel="fraction of rounds", xticks=n)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def run(decoder, prompts: list[list[int]], max_new: int, eos: int | None, desc: str, target_only: bool = True,
+        **sampling):
+    """Speculative and (unless ``target_only`` is False) target-only decoding of every prompt:
+    (outputs, speculative stats summed, target-only stats summed)."""
+    from tqdm import tqdm
+    from .runtime import GenerateStats
+    spec = GenerateStats(accepted_hist=[0] * (decoder.k + 1))
+    base = GenerateStats()
+    outputs = []
+    for prompt in tqdm(prompts, desc=desc, unit="prompt", leave=False):
+        for speculative, total in ((True, spec), (False, base))[:2 if target_only else 1]:
+            out = decoder.generate(prompt, max_new, speculative=speculative, eos_token_id=eos, **sampling)
+            s = decoder.stats
+            for name in ("new_tokens", "rounds", "proposed", "accepted", "prefill_s", "draft_s", "target_s",
+                         "total_s"):
+                setattr(total, name, getattr(total, name) + getattr(s, name))
+            if speculative:
+                total.accepted_hist = [a + b for a, b in zip(total.accepted_hist, s.accepted_hist)]
+                outputs.append(out)
+            else:
+                outputs[-1] = (outputs[-1], out)
+        if not target_only:
+            outputs[-1] = (outputs[-1], None)
+    return outputs, spec, base
+
+
+def report(mode: str, spec, base, k: int):
+    alpha = per_token_acceptance(spec.accepted_hist)
+    law = accepted_length_law(alpha, k)
+    rounds = sum(spec.accepted_hist)
+    print(f"\n{mode}: {spec.tokens_per_s:.0f} tokens/s speculative vs {base.tokens_per_s:.0f} target-only "
+          f"= {spec.tokens_per_s / base.tokens_per_s:.2f}x; {spec.new_tokens / rounds:.2f} tokens per target "
+          f"call; acceptance per draft token {alpha:.3f}")
+    print("   n  rounds  observed  law(alpha)")
+    for n, count in enumerate(spec.accepted_hist):
+        bar = "#" * int(round(30 * count / max(spec.accepted_hist)))
+        print(f"  {n:2d}  {count:6d}  {count / rounds:8.3f}  {law[n]:8.3f}  {bar}")
+    decode = spec.total_s - spec.prefill_s
+    other = decode - spec.draft_s - spec.target_s
+    print(f"  time split of speculative decoding: draft {100 * spec.draft_s / decode:.0f}%, target verify "
+          f"(model + verify op) {100 * spec.target_s / decode:.0f}%, loop {100 * other / decode:.0f}%; "
+          f"prefill {spec.prefill_s:.2f}s not counted")
+    return law
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--vocab", type=int, default=32)
-    parser.add_argument("--k", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=4000, help="sampled rounds for the histogram")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pair", type=Path, default=DEFAULT_PAIR, help="directory with target/ and draft/ "
+                        "checkpoints and prompts.json")
+    parser.add_argument("--cache", type=Path, default=Path("build/demo"), help="where the programs go")
+    parser.add_argument("--k", type=int, default=4, help=f"draft tokens per round (1..{MAX_K})")
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--max-new", type=int, default=96)
     args = parser.parse_args(argv)
+    from tokenizers import Tokenizer
 
-    target = ToyLM(args.vocab, seed=args.seed, scale=2.0)
-    draft = ToyLM(args.vocab, seed=args.seed + 1, base=target, noise=0.8)
-    print(f"spec_edge {spec_edge.__version__} demo: toy target/draft pair, V={args.vocab}, k={args.k}, "
-          f"CPU path '{spec_edge.active_isa()}'\n")
+    from .runtime import PteSpeculativeDecoder
 
-    # Greedy: identical to target-only greedy decoding.
-    decoder = spec_edge.SpeculativeDecoder(draft.greedy_draft_step, target.target_step, k=args.k)
-    prompts = [[1, 2], [7], [3, 9, 4], [11, 5]]
-    identical, rounds, tokens = True, 0, 0
-    t0 = time.perf_counter()
-    for prompt in prompts:
-        out = decoder.generate(prompt, 48)
-        identical &= out == target.greedy_decode(prompt, 48)
-        rounds += decoder.stats.rounds
-        tokens += len(out)
-    print(f"greedy: {tokens} tokens in {rounds} target calls ({tokens / rounds:.2f} tokens per round), "
-          f"identical to target-only greedy decoding: {'yes' if identical else 'NO'} "
-          f"({time.perf_counter() - t0:.2f}s)")
+    out = exported_pair(args.pair, args.cache)
+    decoder = PteSpeculativeDecoder(out, k=args.k)
+    tokenizer = Tokenizer.from_file(str(out / "tokenizer.json"))
+    training = json.loads((args.pair / "training.json").read_text())
+    texts = json.loads((args.pair / "prompts.json").read_text())[:args.prompts]
+    prompts = [tokenizer.encode(t).ids for t in texts]
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    print(f"spec_edge {__version__} demo: target {training['target_params'] / 1e6:.1f}M params, draft "
+          f"{training['draft_params'] / 1e6:.2f}M (distilled), V={decoder.vocab_size}, K={decoder.k}, "
+          f"ExecuTorch + XNNPACK, spec_edge ops on '{active_isa()}'")
 
-    # Sampled: accepted lengths against the exact law, round by round.
-    g = torch.Generator().manual_seed(args.seed)
-    decoder = spec_edge.SpeculativeDecoder(draft.sampling_draft_step(g), target.target_step, k=args.k,
-                                           greedy=False, generator=g)
-    observed = np.zeros(args.k + 1)
-    expected = torch.zeros(args.k + 1, dtype=torch.float64)
-    prefix = [1, 2]
-    for _ in range(args.rounds):
-        expected += round_length_law(target, draft, prefix, args.k)
-        out = decoder.step(prefix)
-        observed[len(out) - 1] += 1
-        prefix = (prefix + out)[-2:]
-    expected_np = expected.numpy()
-    pvalue = stats.chisquare(observed, expected_np * observed.sum() / expected_np.sum()).pvalue
-    mean_obs = (observed * np.arange(args.k + 1)).sum() / observed.sum()
-    mean_law = (expected_np * np.arange(args.k + 1)).sum() / expected_np.sum()
-    print(f"\nsampled: {args.rounds} rounds, accepted length n (draft tokens kept per round)")
-    print("   n   observed      law")
-    for n in range(args.k + 1):
-        bar = "#" * int(round(40 * observed[n] / observed.max()))
-        print(f"  {n:2d}  {int(observed[n]):8d}  {expected_np[n]:8.1f}  {bar}")
-    print(f"  mean accepted {mean_obs:.3f} vs law {mean_law:.3f}; tokens per round {1 + mean_obs:.3f}; "
-          f"chi-square p = {pvalue:.3f}")
+    greedy_outputs, spec, base = run(decoder, prompts, args.max_new, eos, "greedy")
+    identical = all(s == b for s, b in greedy_outputs)
+    for text, (completion, _) in list(zip(texts, greedy_outputs))[:2]:
+        print("\n" + "-" * 72 + f"\n{text}\033[1m{tokenizer.decode(completion)}\033[0m")
+    print("-" * 72)
+    print(f"greedy speculative output identical to target-only decoding: {'yes' if identical else 'NO'}")
+    greedy_law = report("greedy", spec, base, decoder.k)
+
+    sampling = dict(temperature=0.8, filters=Filters(top_p=0.95), seed=1)
+    _, sspec, sbase = run(decoder, prompts, args.max_new, eos, "sampled", **sampling)
+    sampled_law = report("sampled (T=0.8, top-p 0.95)", sspec, sbase, decoder.k)
+
+    png = args.cache / "accepted_lengths.png"
+    plot({f"greedy, K={decoder.k}": (spec.accepted_hist, greedy_law),
+          f"sampled T=0.8 top-p 0.95, K={decoder.k}": (sspec.accepted_hist, sampled_law)}, png)
+    print(f"\nhistograms vs law drawn to {png}")
 
 
 if __name__ == "__main__":
