@@ -71,7 +71,7 @@ def case():
 def test_registry_lists_the_ops():
     assert spec_edge.executorch.registered_ops() == {
         "spec_edge::verify_greedy.out", "spec_edge::accept.out", "spec_edge::verify.out", "spec_edge::sample.out",
-        "spec_edge::filter_logits.out"}
+        "spec_edge::filter_logits.out", "spec_edge::update_cache.out", "spec_edge::attention.out"}
 
 
 def test_program_contains_the_out_variants(case):

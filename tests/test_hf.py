@@ -209,3 +209,14 @@ def test_draft_and_target_tokenizers_must_match(tmp_path):
                              str(tmp_path / "target"), "--hf-draft", str(tmp_path / "draft"), "--out",
                              str(tmp_path / "out")], capture_output=True, text=True)
     assert result.returncode != 0 and "draft/tokenizer.json: not found" in result.stderr
+
+
+def test_the_demo_cache_key_follows_the_checkpoints_and_k(tmp_path):
+    from spec_edge.demo import _source_key
+    for name in ("target", "draft"):
+        write_checkpoint(tmp_path / name, "llama-gqa-tied")
+    key = _source_key(tmp_path, 8)
+    assert _source_key(tmp_path, 8) == key and _source_key(tmp_path, 4) != key
+    config = tmp_path / "draft" / "config.json"
+    config.write_text(config.read_text().replace('"rms_norm_eps"', '"rms_norm_eps" ', 1))
+    assert _source_key(tmp_path, 8) != key  # any byte of a checkpoint file

@@ -185,7 +185,12 @@ def test_inspect_lists_methods_operators_and_delegates(pair):
     info = spec_edge.inspect(pair / "pair" / "target.pte")
     assert {"prefill", "logits", "decode_step", "verify", "k", "vocab_size",
             "spec_edge_op_version_verify"} <= set(info.methods)
-    assert info.spec_edge_ops == ["spec_edge::sample.out", "spec_edge::verify.out"]
+    assert info.spec_edge_ops == ["spec_edge::attention.out", "spec_edge::sample.out",
+                                  "spec_edge::update_cache.out", "spec_edge::verify.out"]
+    # No op library beyond spec_edge's: ExecuTorch's LLM ops would need libtorch at run time.
+    for name in ("draft.pte", "target.pte"):
+        operators = {op for m in spec_edge.inspect(pair / "pair" / name).methods.values() for op in m.operators}
+        assert not {op for op in operators if op.startswith("llama::")}, name
     assert "spec_edge::verify.out" in info.methods["verify"].operators
     assert "XnnpackBackend" in info.methods["verify"].delegates
     assert info.methods["verify"].inputs == 11 and info.methods["verify"].outputs == 2
@@ -259,3 +264,52 @@ def test_a_program_built_for_another_op_version_is_refused(pair, tmp_path, monke
     (d / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ProgramError, match="built for spec_edge::verify version 2, this spec_edge has version 99"):
         PteSpeculativeDecoder(d)
+
+
+class _Recorder:
+    """Stands in for the programs' methods: records what each call writes into a KV cache
+    (token at position) and answers like the real ones."""
+
+    def __init__(self, cache: dict, answer):
+        self.cache, self.answer = cache, answer
+
+    def execute(self, inputs):
+        tokens, pos = inputs[0][0].tolist(), int(inputs[1][0])
+        for i, t in enumerate(tokens):
+            self.cache[pos + i] = t
+        return self.answer(tokens, pos)
+
+
+@pytest.mark.parametrize("accepts", [[4, 4, 4, 4, 4, 4], [0, 4, 2, 4, 4, 1, 3], [1, 2, 3, 0, 4]])
+def test_the_draft_cache_always_holds_the_context_before_it_is_read(accepts):
+    """Every draft step sees, at every earlier position, exactly the tokens of the context (and
+    of this round's drafts), whatever the target accepts: the catch-up of the K-th draft token
+    after a fully accepted round included."""
+    k, vocab = 4, 50
+    dec = object.__new__(PteSpeculativeDecoder)
+    dec.k = dec.max_k = k
+    dec.vocab_size, dec.max_context_len, dec.prefill_chunk, dec.external_target = vocab, 96, 4, False
+    draft_cache, target_cache, truth, rounds = {}, {}, {}, iter(accepts * 10)
+
+    def draft_step(tokens, pos):
+        for p in range(pos):  # everything before what this call writes
+            assert draft_cache[p] == truth[p], f"draft reads position {p}: stale"
+        truth.update({pos + i: t for i, t in enumerate(tokens)})
+        nxt = (tokens[-1] * 7 + pos) % vocab
+        truth[pos + len(tokens)] = nxt  # what the next draft step will feed at that position
+        return torch.tensor([nxt]), torch.zeros(1, vocab)
+
+    def verify(tokens, pos):
+        n = next(rounds)
+        out = tokens[1:n + 1] + [(tokens[n] * 3 + 1) % vocab]  # keep n drafts, then a correction
+        truth.update({pos + 1 + i: t for i, t in enumerate(out)})
+        return torch.tensor([n]), torch.tensor([out + [-1] * (k - n)])
+
+    dec.draft = {"prefill": _Recorder(draft_cache, lambda t, p: None),
+                 "draft_step": _Recorder(draft_cache, draft_step)}
+    dec.target = {"prefill": _Recorder(target_cache, lambda t, p: None),
+                  "verify": _Recorder(target_cache, verify)}
+    prompt = [3, 1, 4, 1, 5, 9]
+    truth.update(enumerate(prompt))
+    out = dec.generate(prompt, 40)
+    assert len(out) == 40 and dec.stats.rounds >= len(accepts)

@@ -4,6 +4,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include "spec_edge/attention.h"
 #include "spec_edge/dispatch.h"
 #include "spec_edge/ops.h"
 
@@ -333,6 +334,58 @@ at::Tensor filter_logits(const at::Tensor& logits, const at::Tensor& temperature
   return out;
 }
 
+// A [B, S, H, D] float32 tensor as a core view (T = float for the tensor an op writes).
+template <class T>
+spec_edge::Heads<T> heads_view(const at::Tensor& t, const char* name) {
+  check_cpu(t, name);
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, name, ": unsupported dtype ", t.scalar_type(),
+                   "; expected float32");
+  TORCH_CHECK_VALUE(t.dim() == 4, name, ": expected rank 4 [B, S, H, D], got shape ", t.sizes());
+  TORCH_CHECK_VALUE(t.size(3) <= 1 || t.stride(3) == 1, name,
+                    ": expected a contiguous last (head dim) axis, got strides ", t.strides());
+  return spec_edge::Heads<T>{static_cast<T*>(t.data_ptr()), t.size(0), t.size(1), t.size(2), t.size(3),
+                             t.stride(0), t.stride(1), t.stride(2)};
+}
+
+// update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)
+// `out` is a one-element placeholder (the op's effect is on `cache`), as in ExecuTorch's own.
+at::Tensor& update_cache_out(const at::Tensor& value, at::Tensor& cache, int64_t start_pos, at::Tensor& out) {
+  const at::Tensor v = value.dim() == 4 && value.size(3) > 1 && value.stride(3) != 1 ? value.contiguous() : value;
+  raise_if_error(spec_edge::update_cache(heads_view<const float>(v, "value"), heads_view<float>(cache, "cache"),
+                                         start_pos));
+  at::native::resize_output(out, {1});
+  return out;
+}
+
+at::Tensor update_cache(const at::Tensor& value, at::Tensor& cache, int64_t start_pos) {
+  at::Tensor out = at::zeros({1}, value.options());
+  update_cache_out(value, cache, start_pos, out);
+  return out;
+}
+
+// attention.out(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos, *, Tensor(a!) out)
+//   -> Tensor(a!)
+at::Tensor& attention_out(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                          int64_t start_pos, at::Tensor& out) {
+  const at::Tensor qc = q.dim() == 4 && q.size(3) > 1 && q.stride(3) != 1 ? q.contiguous() : q;
+  const auto qv = heads_view<const float>(qc, "q");
+  TORCH_CHECK_TYPE(out.scalar_type() == at::kFloat, "out: expected float32, got ", out.scalar_type());
+  check_cpu(out, "out");
+  at::native::resize_output(out, q.sizes());
+  TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
+  raise_if_error(spec_edge::attention(qv, heads_view<const float>(k_cache, "k_cache"),
+                                      heads_view<const float>(v_cache, "v_cache"), start_pos,
+                                      heads_view<float>(out, "out")));
+  return out;
+}
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                     int64_t start_pos) {
+  at::Tensor out = at::empty({0}, q.options());
+  attention_out(q, k_cache, v_cache, start_pos, out);
+  return out;
+}
+
 }  // namespace
 
 #define FILTERS \
@@ -369,6 +422,11 @@ TORCH_LIBRARY(spec_edge, m) {
   m.def("filter_logits(Tensor logits, Tensor temperature, " FILTERS ") -> Tensor");
   m.def("filter_logits.out(Tensor logits, Tensor temperature, " FILTERS
         ", *, Tensor(a!) out) -> Tensor(a!)");
+  // The model side of exported programs (attention.h).
+  m.def("update_cache(Tensor value, Tensor(a!) cache, SymInt start_pos) -> Tensor");
+  m.def("update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)");
+  m.def("attention(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos) -> Tensor");
+  m.def("attention.out(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos, *, Tensor(a!) out) -> Tensor(a!)");
 }
 
 TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
@@ -382,6 +440,10 @@ TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
   m.impl("sample.out", &sample_out);
   m.impl("filter_logits", &filter_logits);
   m.impl("filter_logits.out", &filter_logits_out);
+  m.impl("update_cache", &update_cache);
+  m.impl("update_cache.out", &update_cache_out);
+  m.impl("attention", &attention);
+  m.impl("attention.out", &attention_out);
 }
 
 // ISA queries for Python (ctypes), on the same library that registers the ops.

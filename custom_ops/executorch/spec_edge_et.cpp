@@ -1,6 +1,6 @@
 // ExecuTorch runtime kernels: the `.out` variant of every spec_edge op, over the same core.
 //
-// The ops return two tensors, which EXECUTORCH_LIBRARY cannot wrap, so each kernel is boxed by
+// Most ops return two tensors, which EXECUTORCH_LIBRARY cannot wrap, so each kernel is boxed by
 // hand: the stack holds the inputs, then the out tensors, then the return slot(s). Argument
 // checks follow ExecuTorch's custom ops (validate under ET_KERNEL_CHECK: a logged reason and
 // InvalidArgument, never a crash); value checks come from the core's Status.
@@ -10,6 +10,7 @@
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
 
+#include "spec_edge/attention.h"
 #include "spec_edge/ops.h"
 
 namespace spec_edge_et {
@@ -309,12 +310,59 @@ void filter_logits_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   }
 }
 
+// A [B, S, H, D] float32 tensor with a contiguous last axis.
+template <class T>
+bool validate_heads(const Tensor& t, const char* name, spec_edge::Heads<T>* h) {
+  if (t.dim() != 4 || t.scalar_type() != ScalarType::Float) {
+    ET_LOG(Error, "%s: expected a float32 tensor of rank 4 [B, S, H, D]", name);
+    return false;
+  }
+  if (t.size(3) > 1 && t.strides()[3] != 1) {
+    ET_LOG(Error, "%s: the last (head dim) axis must be contiguous", name);
+    return false;
+  }
+  *h = spec_edge::Heads<T>{static_cast<T*>(t.mutable_data_ptr()), t.size(0), t.size(1), t.size(2), t.size(3),
+                           t.strides()[0], t.strides()[1], t.strides()[2]};
+  return true;
+}
+
+// update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out)
+//   -> Tensor(b!)
+void update_cache_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 4, "update_cache.out"), InvalidArgument, );
+  spec_edge::ConstHeads value;
+  spec_edge::Heads<float> cache;
+  ET_KERNEL_CHECK(ctx, validate_heads(stack[0]->toTensor(), "value", &value), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_heads(stack[1]->toTensor(), "cache", &cache), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, ok(spec_edge::update_cache(value, cache, stack[2]->toInt()), "update_cache"),
+                  InvalidArgument, );
+}
+
+// attention.out(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos, *, Tensor(a!) out)
+//   -> Tensor(a!)
+void attention_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, 5, "attention.out"), InvalidArgument, );
+  const Tensor& q_tensor = stack[0]->toTensor();
+  spec_edge::ConstHeads q, k_cache, v_cache;
+  spec_edge::Heads<float> out;
+  ET_KERNEL_CHECK(ctx, validate_heads(q_tensor, "q", &q), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_heads(stack[1]->toTensor(), "k_cache", &k_cache), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_heads(stack[2]->toTensor(), "v_cache", &v_cache), InvalidArgument, );
+  Tensor& out_tensor = stack[4]->toTensor();
+  ET_KERNEL_CHECK(ctx, prepare_out(out_tensor, q_tensor.sizes(), "out", ScalarType::Float), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_heads(out_tensor, "out", &out), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, ok(spec_edge::attention(q, k_cache, v_cache, stack[3]->toInt(), out), "attention"),
+                  InvalidArgument, );
+}
+
 const executorch::runtime::Kernel kKernels[] = {
     executorch::runtime::Kernel("spec_edge::verify_greedy.out", verify_greedy_out),
     executorch::runtime::Kernel("spec_edge::accept.out", accept_out),
     executorch::runtime::Kernel("spec_edge::verify.out", verify_out),
     executorch::runtime::Kernel("spec_edge::sample.out", sample_out),
     executorch::runtime::Kernel("spec_edge::filter_logits.out", filter_logits_out),
+    executorch::runtime::Kernel("spec_edge::update_cache.out", update_cache_out),
+    executorch::runtime::Kernel("spec_edge::attention.out", attention_out),
 };
 constexpr size_t kKernelCount = sizeof(kKernels) / sizeof(kKernels[0]);
 

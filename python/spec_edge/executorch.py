@@ -2,15 +2,17 @@
 
 ``load()`` loads ``libspec_edge_executorch.so`` once per process, from one canonical path, into
 the same operator registry that ExecuTorch's Python runtime uses, so ``.pte`` programs that call
-``spec_edge::*.out`` run through ``executorch.runtime.Runtime``; it also loads ExecuTorch's own
-LLM kernels (fused SDPA and KV-cache update), which the exported models use.
+``spec_edge::*.out`` run through ``executorch.runtime.Runtime``. It also loads ExecuTorch's own
+LLM kernels (``llama::custom_sdpa``, ``llama::update_cache``), which targets made by ExecuTorch's
+LLM export call; spec_edge's own programs use spec_edge's attention ops instead.
 
 Example:
     >>> import spec_edge.executorch
     >>> path = spec_edge.executorch.load()
     >>> sorted(spec_edge.executorch.registered_ops())  # doctest: +NORMALIZE_WHITESPACE
-    ['spec_edge::accept.out', 'spec_edge::filter_logits.out', 'spec_edge::sample.out',
-     'spec_edge::verify.out', 'spec_edge::verify_greedy.out']
+    ['spec_edge::accept.out', 'spec_edge::attention.out', 'spec_edge::filter_logits.out',
+     'spec_edge::sample.out', 'spec_edge::update_cache.out', 'spec_edge::verify.out',
+     'spec_edge::verify_greedy.out']
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def load() -> Path:
     global _loaded
     if _loaded is None:
         # The runtime whose registry the kernels join (it loads libexecutorch.so), and
-        # ExecuTorch's LLM kernels (llama::custom_sdpa, llama::update_cache) the exported models call.
+        # ExecuTorch's LLM kernels, for targets from ExecuTorch's own LLM export.
         import executorch.extension.pybindings.portable_lib  # noqa: F401
         from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
 

@@ -7,9 +7,11 @@ position: the next step overwrites the stale entries.
 
 ``draft.pte``
     ``prefill(tokens [1, n], input_pos [1]) -> logits [1, V]`` (n up to the prefill chunk),
-    ``draft_step(token [1, 1], input_pos, temperature, top_k, top_p, min_p,
+    ``draft_step(tokens [1, n], input_pos, temperature, top_k, top_p, min_p,
     repetition_penalty, prev_tokens [1, C], seed, offset) -> (token [1], logits [1, V])``: the
-    model and the ``sample`` op in one call; the logits row goes to the target's verify step.
+    model and the ``sample`` op in one call, over the last of ``n`` <= 2 tokens; the logits row
+    goes to the target's verify step. Two tokens when the last round accepted all K drafts: the
+    draft has not seen its own last one yet, and catches up in the same call.
 ``target.pte``
     ``prefill`` as above; ``logits(tokens [1, n], input_pos) -> logits [1, n, V]`` (n up to
     K+1); ``decode_step(token [1, 1], input_pos, <sampling>) -> token [1]`` (target-only
@@ -44,9 +46,12 @@ from . import executorch as se_executorch
 from . import ops  # noqa: F401  (registers the fake kernels the export traces through)
 
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: draft_step takes up to two tokens
 # Bumped when an op's schema or semantics change; loaders refuse programs built for another.
-OP_VERSIONS = {"spec_edge::verify": 2, "spec_edge::sample": 2, "spec_edge::verify_greedy": 1}
+# The draft step's tokens: the last one, after the draft's own K-th token when all were accepted.
+DRAFT_STEP_TOKENS = 2
+OP_VERSIONS = {"spec_edge::verify": 2, "spec_edge::sample": 2, "spec_edge::verify_greedy": 1,
+               "spec_edge::attention": 1, "spec_edge::update_cache": 1}
 
 
 @dataclass(frozen=True)
@@ -80,19 +85,64 @@ class ModelConfig:
                          generate_full_logits=True, enable_dynamic_shape=True)
 
 
+class KVCache(torch.nn.Module):
+    """One attention layer's KV cache as [1, C, H, D] buffers, written in place by
+    ``spec_edge::update_cache`` at the step's position (a drop-in for ExecuTorch's ``KVCache``)."""
+
+    def __init__(self, max_batch_size: int, max_context_length: int, n_heads: int, head_dim: int,
+                 dtype: torch.dtype):
+        super().__init__()
+        shape = (max_batch_size, max_context_length, n_heads, head_dim)
+        self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype))
+        self.register_buffer("v_cache", torch.zeros(shape, dtype=dtype))
+
+    def update(self, input_pos, k_val, v_val):
+        # ExecuTorch's attention hands k, v as [B, H, S, D] and reads the caches back the same way.
+        start = input_pos[0].item()
+        torch.ops.spec_edge.update_cache(k_val.transpose(1, 2), self.k_cache, start)
+        torch.ops.spec_edge.update_cache(v_val.transpose(1, 2), self.v_cache, start)
+        return self.k_cache.transpose(1, 2), self.v_cache.transpose(1, 2)
+
+
+class SDPA(torch.nn.Module):
+    """Causal attention of the step's queries over the cache by ``spec_edge::attention`` (a
+    drop-in for ExecuTorch's ``SDPA``; the position, not a mask, bounds what each query reads)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input_pos, q, k, v, bsz, seqlen, mask):
+        out = torch.ops.spec_edge.attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                            input_pos[0].item())
+        return out.reshape(bsz, seqlen, self.dim)
+
+
+def _use_spec_edge_attention(module: torch.nn.Module) -> None:
+    from executorch.examples.models.llama.attention import SDPA as EtSDPA
+    from executorch.examples.models.llama.attention import KVCache as EtKVCache
+    for name, child in module.named_children():
+        if isinstance(child, EtKVCache):
+            batch, heads, context, head_dim = child.k_cache.shape
+            setattr(module, name, KVCache(batch, context, heads, head_dim, child.k_cache.dtype))
+        elif isinstance(child, EtSDPA):
+            setattr(module, name, SDPA(child.dim))
+        else:
+            _use_spec_edge_attention(child)
+
+
 def build_model(config: ModelConfig, state_dict: dict | None = None, seed: int = 0) -> torch.nn.Module:
     """ExecuTorch's Llama transformer with KV caches, random (seeded) or loaded weights.
 
-    Attention and the cache update use ExecuTorch's fused LLM ops (``llama::custom_sdpa``,
-    ``llama::update_cache``), as its own LLM export does: decomposed, they leave the program
-    as dozens of small delegate islands joined by portable copies, several times slower."""
+    Attention and the cache update run as spec_edge's fused ops (``spec_edge::attention``,
+    ``spec_edge::update_cache``): decomposed into aten ops they leave the program as dozens of
+    small delegate islands joined by portable copies, several times slower; and unlike
+    ExecuTorch's own fused LLM ops they need no library beyond spec_edge's kernels at run time,
+    so the C++ runner runs the same programs."""
     from executorch.examples.models.llama.llama_transformer import construct_transformer
-    from executorch.examples.models.llama.source_transformation.custom_kv_cache import (
-        replace_kv_cache_with_custom_kv_cache)
-    from executorch.examples.models.llama.source_transformation.sdpa import replace_sdpa_with_custom_op
     torch.manual_seed(seed)
     model = construct_transformer(config.model_args()).eval()
-    model = replace_kv_cache_with_custom_kv_cache(replace_sdpa_with_custom_op(model))
+    _use_spec_edge_attention(model)
     if state_dict is not None:
         missing, unexpected = model.load_state_dict(state_dict, strict=False)
         missing = [k for k in missing if "kv_cache" not in k and "mask" not in k and "rope" not in k]
@@ -126,8 +176,8 @@ class _Logits(_Prefill):
 
 
 class _DraftStep(_Prefill):
-    def forward(self, token, input_pos, temperature, top_k, top_p, min_p, penalty, prev, seed, offset):
-        logits = self.model(token, {"input_pos": input_pos})[:, -1, :]
+    def forward(self, tokens, input_pos, temperature, top_k, top_p, min_p, penalty, prev, seed, offset):
+        logits = self.model(tokens, {"input_pos": input_pos})[:, -1, :]
         nxt = torch.ops.spec_edge.sample(logits, temperature, seed, offset, top_k, top_p, min_p, penalty, prev)
         return nxt, logits
 
@@ -187,10 +237,12 @@ def _export(module, args, dynamic=None):
 def export_draft(model, config: ModelConfig, path: Path, prefill_chunk: int, xnnpack: bool = True) -> bytes:
     model = copy.deepcopy(model)
     chunk = torch.export.Dim("chunk", min=1, max=prefill_chunk)
-    one, pos = torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])
+    step = torch.export.Dim("step", min=1, max=DRAFT_STEP_TOKENS)
+    two, pos = torch.zeros(1, 2, dtype=torch.long), torch.tensor([0])
+    sampling = sampling_example(config)
     return _lower({
-        "prefill": _export(_Prefill(model), (torch.zeros(1, 2, dtype=torch.long), pos), ({1: chunk}, None)),
-        "draft_step": _export(_DraftStep(model), (one, pos, *sampling_example(config))),
+        "prefill": _export(_Prefill(model), (two, pos), ({1: chunk}, None)),
+        "draft_step": _export(_DraftStep(model), (two, pos, *sampling), ({1: step}, None) + (None,) * len(sampling)),
     }, path, xnnpack, _metadata(config.vocab_size))
 
 

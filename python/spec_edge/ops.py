@@ -72,6 +72,27 @@ def _filter_logits_fake(logits, temperature, top_k=None, top_p=None, min_p=None,
     return torch.empty_like(logits)
 
 
+def _check_start_pos(start_pos, seq: int, cache: torch.Tensor) -> None:
+    # The position is data-dependent in exported programs (read from input_pos): tell the tracer
+    # its range, as ExecuTorch's own cache ops do.
+    torch._check(start_pos >= 0)
+    torch._check(start_pos + seq <= cache.shape[1])
+
+
+@torch.library.register_fake("spec_edge::update_cache")
+def _update_cache_fake(value, cache, start_pos):
+    _check_rank(value, (4,), "value", "[B, S, H, D]")
+    _check_start_pos(start_pos, value.shape[1], cache)
+    return value.new_empty((1,))
+
+
+@torch.library.register_fake("spec_edge::attention")
+def _attention_fake(q, k_cache, v_cache, start_pos):
+    _check_rank(q, (4,), "q", "[B, S, H, D]")
+    _check_start_pos(start_pos, q.shape[1], k_cache)
+    return torch.empty_like(q)
+
+
 def verify_greedy(target_probs: torch.Tensor, draft_tokens: torch.Tensor) -> VerifyResult:
     """Greedy verification: keep draft tokens while they equal the target's argmax.
 

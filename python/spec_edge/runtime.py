@@ -262,6 +262,7 @@ class PteSpeculativeDecoder:
         offset = 0
         fixed = self.sampling_inputs(temperature, filters, [], seed, 0)
         new: list[int] = []
+        draft_seen = len(prompt) - 1  # context tokens in the draft's cache
         while len(new) < max_new:
             pos = len(context) - 1  # the last token is not in the caches yet
             if not speculative:
@@ -271,8 +272,10 @@ class PteSpeculativeDecoder:
                 offset += 1
                 emitted = [token]
             else:
-                emitted = self._round(context, pos, fixed, filters, offset, stats)
+                emitted = self._round(context, draft_seen, fixed, filters, offset, stats)
                 offset += self.k + 1
+                # The draft saw the context and its drafts up to the K-th, which it only proposed.
+                draft_seen = min(pos + len(emitted), pos + self.k)
             for token in emitted[:max_new - len(new)]:
                 new.append(token)
                 context.append(token)
@@ -286,17 +289,20 @@ class PteSpeculativeDecoder:
         self.stats = stats
         return new
 
-    def _round(self, context: list[int], pos: int, fixed: list[torch.Tensor], filters: Filters, offset: int,
-               stats: GenerateStats) -> list[int]:
-        """K draft steps, one fused target verify step; returns the emitted tokens."""
+    def _round(self, context: list[int], draft_seen: int, fixed: list[torch.Tensor], filters: Filters,
+               offset: int, stats: GenerateStats) -> list[int]:
+        """K draft steps, one fused target verify step; returns the emitted tokens. The first
+        draft step also feeds the draft what it has not seen of the context (at most one token
+        before the last: its own K-th draft, when the last round accepted all of them)."""
         k = self.k
+        pos = len(context) - 1
         drafted: list[int] = []
         rows = []
         t0 = time.perf_counter()
         for i in range(k):
-            token = context[-1] if i == 0 else drafted[-1]
+            step = context[draft_seen:] if i == 0 else drafted[-1:]
             nxt, logits = self.draft["draft_step"].execute(
-                [torch.tensor([[token]]), torch.tensor([pos + i]),
+                [torch.tensor([step]), torch.tensor([pos + i - len(step) + 1]),
                  *self._call_inputs(fixed, filters, context + drafted, offset + i)])
             drafted.append(int(nxt[0]))
             rows.append(logits)
@@ -306,9 +312,7 @@ class PteSpeculativeDecoder:
                                               self._call_inputs(fixed, filters, context, offset + k))
         t2 = time.perf_counter()
         n = int(accept_len[0])
-        if n == k:  # the draft has not seen its own last token: give it to its cache
-            self.draft["prefill"].execute([torch.tensor([[drafted[-1]]]), torch.tensor([pos + k])])
-        stats.draft_s += time.perf_counter() - t2 + (t1 - t0)
+        stats.draft_s += t1 - t0
         stats.target_s += t2 - t1
         stats.rounds += 1
         stats.proposed += k

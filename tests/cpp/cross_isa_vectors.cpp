@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "row_kernels.h"
+#include "spec_edge/attention.h"
 #include "spec_edge/dispatch.h"
 #include "spec_edge/ops.h"
 #include "spec_edge/philox.h"
@@ -245,6 +246,34 @@ int main() {
         }).c_str());
       }
     }
+  }
+  // Attention over a KV cache (the exported models' own op): output bits hashed.
+  struct AttentionCase { int64_t S, Hq, Hkv, D, C, start; };
+  for (const AttentionCase& c : {AttentionCase{1, 5, 5, 64, 256, 200}, AttentionCase{5, 4, 2, 64, 40, 33},
+                                 AttentionCase{3, 6, 2, 17, 20, 4}, AttentionCase{2, 2, 1, 40, 9, 7},
+                                 AttentionCase{4, 3, 3, 8, 6, 0}}) {
+    Draws d{static_cast<uint64_t>(c.D * 131 + c.S)};
+    std::vector<float> q(c.S * c.Hq * c.D), k(c.C * c.Hkv * c.D), v(k.size());
+    for (auto* t : {&q, &k, &v})
+      for (float& x : *t) x = static_cast<float>(6.0 * d.next() - 3.0);
+    const ConstHeads qv{q.data(), 1, c.S, c.Hq, c.D, c.S * c.Hq * c.D, c.Hq * c.D, c.D};
+    const ConstHeads kv{k.data(), 1, c.C, c.Hkv, c.D, c.C * c.Hkv * c.D, c.Hkv * c.D, c.D};
+    const ConstHeads vv{v.data(), 1, c.C, c.Hkv, c.D, c.C * c.Hkv * c.D, c.Hkv * c.D, c.D};
+    std::printf("attention S=%" PRId64 " Hq=%" PRId64 " Hkv=%" PRId64 " D=%" PRId64 " start=%" PRId64 "%s\n", c.S,
+                c.Hq, c.Hkv, c.D, c.start, on_every_path("attention", [&] {
+                  std::vector<float> out(q.size());
+                  const Status s = attention(qv, kv, vv, c.start, {out.data(), 1, c.S, c.Hq, c.D, c.S * c.Hq * c.D,
+                                                                   c.Hq * c.D, c.D});
+                  if (!s.is_ok()) return std::string(s.message());
+                  uint64_t hash = 1469598103934665603ull;
+                  for (float x : out) {
+                    uint32_t bits;
+                    std::memcpy(&bits, &x, 4);
+                    hash = (hash ^ bits) * 1099511628211ull;
+                  }
+                  return fmt(" bits=%016" PRIx64, hash);
+                }).c_str());
+    ++cases;
   }
   std::fprintf(stderr, "%d cases, paths: %s, all paths agree\n", cases, available_isas());
   return 0;

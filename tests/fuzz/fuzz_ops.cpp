@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "spec_edge/attention.h"
 #include "spec_edge/dispatch.h"
 #include "spec_edge/ops.h"
 
@@ -86,9 +87,36 @@ uint32_t float_bits(float v) {
 
 }  // namespace
 
+// Attention over a KV cache: random shapes (some invalid), positions and values, padded strides.
+int fuzz_attention(Reader& in) {
+  const int64_t B = in.u8() % 3, S = in.u8() % 5, Hkv = in.u8() % 4, group = 1 + in.u8() % 2, D = in.u8() % 41,
+                C = in.u8() % 13, start = static_cast<int64_t>(in.u8() % 16) - 2, pad = in.u8() % 3;
+  const int64_t Hq = Hkv * group + (in.u8() % 8 == 0 ? 1 : 0);  // sometimes not a multiple
+  std::vector<float> q(B * S * Hq * (D + pad) + 1), k(B * C * Hkv * (D + pad) + 1), v(k.size());
+  for (auto* t : {&q, &k, &v})
+    for (float& x : *t) x = in.value();
+  const ConstHeads qv{q.data(), B, S, Hq, D, S * Hq * (D + pad), Hq * (D + pad), D + pad};
+  const ConstHeads kv{k.data(), B, C, Hkv, D, C * Hkv * (D + pad), Hkv * (D + pad), D + pad};
+  const ConstHeads vv{v.data(), B, C, Hkv, D, C * Hkv * (D + pad), Hkv * (D + pad), D + pad};
+  std::string first;
+  for (const char* const* isa = available_isa_list(); *isa; ++isa) {
+    if (!select_isa(*isa).is_ok()) continue;
+    std::vector<float> out(q.size(), -9.0f);
+    const Status s = attention(qv, kv, vv, start, {out.data(), B, S, Hq, D, S * Hq * (D + pad), Hq * (D + pad), D + pad});
+    std::string result = std::to_string(static_cast<int>(s.code())) + s.message();
+    for (float x : out) result += " " + std::to_string(float_bits(x));
+    if (first.empty()) first = result;
+    else if (result != first) __builtin_trap();  // a path disagrees with the first one
+  }
+  std::vector<float> cache(B * C * Hq * (D + pad) + 1);
+  (void)update_cache(qv, {cache.data(), B, C, Hq, D, C * Hq * (D + pad), Hq * (D + pad), D + pad}, start);
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Reader in{data, size};
-  const int op = in.u8() % 6;
+  const int op = in.u8() % 7;
+  if (op == 6) return fuzz_attention(in);
   const DType dtype = static_cast<DType>(in.u8() % 4);
   const int64_t B = in.u8() % 4, K = in.u8() % 6, V = 1 + in.u16() % 300;
   const int64_t RD = in.u8() % 8 == 0 ? K + 1 : K;  // sometimes a wrong draft row count

@@ -12,6 +12,7 @@
 #include <sys/auxv.h>
 #endif
 
+#include "attention_kernel.h"
 #include "row_kernels.h"
 
 namespace spec_edge {
@@ -140,6 +141,18 @@ static const RowKernels& kernels_of(Isa isa, DType dtype) {
 }
 
 const RowKernels& row_kernels(DType dtype) { return kernels_of(current_isa(), dtype); }
+
+void attend_baseline(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&);
+#if defined(SPEC_EDGE_HAVE_AVX2)
+void attend_avx2(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&);
+#endif
+
+AttendFn attention_kernel() {
+#if defined(SPEC_EDGE_HAVE_AVX2)
+  if (current_isa() == Isa::kAvx2) return attend_avx2;
+#endif
+  return attend_baseline;
+}
 
 const RowKernels* row_kernels_for(const char* isa, DType dtype) {
   for (const IsaInfo& info : kIsas)

@@ -1,0 +1,40 @@
+// Attention over a KV cache: the model side of the exported programs. spec_edge carries these
+// kernels so that a program needs no op library beyond spec_edge's and ExecuTorch's runtime
+// (ExecuTorch's own fused LLM ops live in a library that needs libtorch), and so that the Python
+// loop and the C++ runner compute the same bits.
+#pragma once
+
+#include "spec_edge/status.h"
+
+#include <cstdint>
+
+namespace spec_edge {
+
+// A [batch, seq, heads, dim] float32 tensor whose last axis is contiguous; other strides free.
+template <class T>
+struct Heads {
+  T* data = nullptr;
+  int64_t batch = 0, seq = 0, heads = 0, dim = 0;
+  int64_t batch_stride = 0, seq_stride = 0, head_stride = 0;
+  T* at(int64_t b, int64_t s, int64_t h) const {
+    return data + b * batch_stride + s * seq_stride + h * head_stride;
+  }
+};
+using ConstHeads = Heads<const float>;
+
+// update_cache(value [B, S, H, D], cache [B, C, H, D], start_pos):
+// cache[b, start_pos + i] = value[b, i] for i < S. Needs 0 <= start_pos and start_pos + S <= C.
+Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t start_pos);
+
+// attention(q [B, S, Hq, D], k_cache [B, C, Hkv, D], v_cache [B, C, Hkv, D], start_pos)
+//   -> out [B, S, Hq, D]
+// Causal attention: query i sits at position start_pos + i and reads cache positions
+// 0..start_pos + i; query head h reads kv head h / (Hq / Hkv) (grouped-query attention). With
+// s_j = (q . k_j) * (1 / sqrt(D)), the dot product summed in 8 interleaved float partial sums
+// combined pairwise, p_j = exp_nonpositive(s_j - max s) (numerics.h), out = (sum_j p_j v_j) /
+// (sum_j p_j), both sums in position order. Needs start_pos + S <= C and Hq a multiple of Hkv.
+// Inputs are activations: NaN or inf in them give meaningless outputs, never a crash.
+Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+                 int64_t start_pos, const Heads<float>& out);
+
+}  // namespace spec_edge

@@ -1,0 +1,81 @@
+#include "spec_edge/attention.h"
+
+#include "attention_kernel.h"
+
+namespace spec_edge {
+namespace {
+
+Status check_heads(const ConstHeads& t, const char* name) {
+  if (t.data == nullptr && t.batch * t.seq * t.heads * t.dim != 0)
+    return Status::error(Code::kInvalidArgument, "%s: no data", name);
+  if (t.batch < 0 || t.seq < 0 || t.heads < 1 || t.dim < 1)
+    return Status::error(Code::kInvalidArgument,
+                         "%s: expected shape [B, S, H >= 1, D >= 1], got [%lld, %lld, %lld, %lld]", name,
+                         static_cast<long long>(t.batch), static_cast<long long>(t.seq),
+                         static_cast<long long>(t.heads), static_cast<long long>(t.dim));
+  return Status::ok();
+}
+
+Status check_cache(const ConstHeads& cache, const ConstHeads& x, int64_t start_pos, const char* name,
+                   const char* x_name) {
+  SPEC_EDGE_RETURN_IF_ERROR(check_heads(cache, name));
+  if (cache.batch != x.batch || cache.dim != x.dim)
+    return Status::error(Code::kInvalidArgument,
+                         "%s: expected batch %lld and head dim %lld (those of %s), got %lld and %lld",
+                         name, static_cast<long long>(x.batch), static_cast<long long>(x.dim), x_name,
+                         static_cast<long long>(cache.batch), static_cast<long long>(cache.dim));
+  if (start_pos < 0 || start_pos > cache.seq - x.seq)
+    return Status::error(Code::kInvalidArgument,
+                         "start_pos: expected 0 <= start_pos and start_pos + %lld (the %s length) <= "
+                         "%lld (the %s length), got start_pos = %lld",
+                         static_cast<long long>(x.seq), x_name, static_cast<long long>(cache.seq), name,
+                         static_cast<long long>(start_pos));
+  return Status::ok();
+}
+
+ConstHeads as_const(const Heads<float>& t) {
+  return ConstHeads{t.data, t.batch, t.seq, t.heads, t.dim, t.batch_stride, t.seq_stride, t.head_stride};
+}
+
+}  // namespace
+
+Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t start_pos) {
+  SPEC_EDGE_RETURN_IF_ERROR(check_heads(value, "value"));
+  SPEC_EDGE_RETURN_IF_ERROR(check_cache(as_const(cache), value, start_pos, "cache", "value"));
+  if (cache.heads != value.heads)
+    return Status::error(Code::kInvalidArgument, "cache: expected %lld heads (those of value), got %lld",
+                         static_cast<long long>(value.heads), static_cast<long long>(cache.heads));
+  for (int64_t b = 0; b < value.batch; ++b)
+    for (int64_t i = 0; i < value.seq; ++i)
+      for (int64_t h = 0; h < value.heads; ++h) {
+        const float* src = value.at(b, i, h);
+        float* dst = cache.at(b, start_pos + i, h);
+        for (int64_t d = 0; d < value.dim; ++d) dst[d] = src[d];
+      }
+  return Status::ok();
+}
+
+Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+                 int64_t start_pos, const Heads<float>& out) {
+  SPEC_EDGE_RETURN_IF_ERROR(check_heads(q, "q"));
+  SPEC_EDGE_RETURN_IF_ERROR(check_cache(k_cache, q, start_pos, "k_cache", "q"));
+  SPEC_EDGE_RETURN_IF_ERROR(check_cache(v_cache, q, start_pos, "v_cache", "q"));
+  if (v_cache.seq != k_cache.seq || v_cache.heads != k_cache.heads)
+    return Status::error(Code::kInvalidArgument, "v_cache: expected the shape of k_cache");
+  if (q.heads % k_cache.heads != 0)
+    return Status::error(Code::kInvalidArgument,
+                         "k_cache: expected a number of heads that divides q's %lld, got %lld",
+                         static_cast<long long>(q.heads), static_cast<long long>(k_cache.heads));
+  if (out.batch != q.batch || out.seq != q.seq || out.heads != q.heads || out.dim != q.dim)
+    return Status::error(Code::kInvalidArgument, "out: expected the shape of q");
+  attention_kernel()(q, k_cache, v_cache, start_pos, out);
+  return Status::ok();
+}
+
+// The baseline build of the kernel (SSE2 on x86-64, NEON on aarch64).
+void attend_baseline(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+                     int64_t start_pos, const Heads<float>& out) {
+  attend(q, k_cache, v_cache, start_pos, out);
+}
+
+}  // namespace spec_edge

@@ -1,0 +1,116 @@
+// spec_edge::attention and update_cache: against a double-precision statement of causal
+// attention, the same bits on every ISA path, and bad input refused by name.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "spec_edge/attention.h"
+#include "spec_edge/dispatch.h"
+
+namespace spec_edge {
+namespace {
+
+struct Tensor4 {
+  std::vector<float> data;
+  int64_t B, S, H, D;
+  Tensor4(int64_t b, int64_t s, int64_t h, int64_t d) : data(b * s * h * d), B(b), S(s), H(h), D(d) {}
+  ConstHeads view() const { return {data.data(), B, S, H, D, S * H * D, H * D, D}; }
+  Heads<float> out() { return {data.data(), B, S, H, D, S * H * D, H * D, D}; }
+  float& at(int64_t b, int64_t s, int64_t h, int64_t d) { return data[((b * S + s) * H + h) * D + d]; }
+};
+
+Tensor4 random(int64_t b, int64_t s, int64_t h, int64_t d, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> normal(0.0f, scale);
+  Tensor4 t(b, s, h, d);
+  for (float& x : t.data) x = normal(rng);
+  return t;
+}
+
+double reference(Tensor4& q, Tensor4& k, Tensor4& v, int64_t start, int64_t b, int64_t i, int64_t h, int64_t d) {
+  const int64_t kv = h / (q.H / k.H), n = start + i + 1;
+  std::vector<double> s(n);
+  double m = -INFINITY, mass = 0.0, acc = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t e = 0; e < q.D; ++e) s[j] += static_cast<double>(q.at(b, i, h, e)) * k.at(b, j, kv, e);
+    s[j] /= std::sqrt(static_cast<double>(q.D));
+    m = std::max(m, s[j]);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    mass += std::exp(s[j] - m);
+    acc += std::exp(s[j] - m) * v.at(b, j, kv, d);
+  }
+  return acc / mass;
+}
+
+struct Case { int64_t B, S, Hq, Hkv, D, C, start; };
+
+TEST(Attention, MatchesDoublePrecisionAndIsIdenticalOnEveryPath) {
+  const Case cases[] = {{1, 1, 4, 4, 64, 16, 0}, {1, 5, 5, 5, 64, 40, 35}, {2, 3, 6, 2, 8, 9, 6},
+                        {1, 2, 3, 1, 65, 12, 3}, {1, 4, 2, 2, 3, 4, 0},   {3, 1, 1, 1, 1, 5, 2},
+                        {1, 7, 8, 8, 17, 40, 33}, {1, 3, 2, 1, 129, 300, 250}};
+  std::mt19937 rng(7);
+  const std::string before = active_isa();
+  for (const Case& c : cases) {
+    Tensor4 q = random(c.B, c.S, c.Hq, c.D, rng, 2.0f), k = random(c.B, c.C, c.Hkv, c.D, rng, 1.0f),
+            v = random(c.B, c.C, c.Hkv, c.D, rng, 1.0f);
+    std::vector<std::vector<float>> outputs;
+    for (const char* const* isa = available_isa_list(); *isa != nullptr; ++isa) {
+      ASSERT_TRUE(select_isa(*isa).is_ok());
+      Tensor4 out(c.B, c.S, c.Hq, c.D);
+      ASSERT_TRUE(attention(q.view(), k.view(), v.view(), c.start, out.out()).is_ok());
+      outputs.push_back(out.data);
+      EXPECT_EQ(std::memcmp(outputs.front().data(), out.data.data(), out.data.size() * sizeof(float)), 0)
+          << *isa << " differs from " << available_isa_list()[0];
+    }
+    Tensor4 out(c.B, c.S, c.Hq, c.D);
+    out.data = outputs.front();
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t i = 0; i < c.S; ++i)
+        for (int64_t h = 0; h < c.Hq; ++h)
+          for (int64_t d = 0; d < c.D; ++d)
+            ASSERT_NEAR(out.at(b, i, h, d), reference(q, k, v, c.start, b, i, h, d), 2e-5);
+  }
+  ASSERT_TRUE(select_isa(before.c_str()).is_ok());
+}
+
+TEST(Attention, UpdateCacheWritesTheRowsAtThePosition) {
+  std::mt19937 rng(3);
+  Tensor4 cache = random(2, 10, 3, 5, rng, 1.0f), value = random(2, 4, 3, 5, rng, 1.0f);
+  const Tensor4 before = cache;
+  ASSERT_TRUE(update_cache(value.view(), cache.out(), 6).is_ok());
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t s = 0; s < 10; ++s)
+      for (int64_t h = 0; h < 3; ++h)
+        for (int64_t d = 0; d < 5; ++d) {
+          const float want = s >= 6 ? value.at(b, s - 6, h, d) : before.data[((b * 10 + s) * 3 + h) * 5 + d];
+          ASSERT_EQ(cache.at(b, s, h, d), want);
+        }
+}
+
+TEST(Attention, BadInputIsRefusedByName) {
+  std::mt19937 rng(1);
+  Tensor4 q = random(1, 3, 4, 8, rng, 1.0f), cache = random(1, 10, 2, 8, rng, 1.0f), out(1, 3, 4, 8);
+  const auto fails = [](const Status& s, const char* what) {
+    EXPECT_FALSE(s.is_ok());
+    EXPECT_NE(std::string(s.message()).find(what), std::string::npos) << s.message();
+  };
+  fails(attention(q.view(), cache.view(), cache.view(), 8, out.out()), "start_pos");
+  fails(attention(q.view(), cache.view(), cache.view(), -1, out.out()), "start_pos");
+  Tensor4 three_heads(1, 10, 3, 8);
+  fails(attention(q.view(), three_heads.view(), three_heads.view(), 0, out.out()), "k_cache");
+  Tensor4 wrong_out(1, 3, 4, 7);
+  fails(attention(q.view(), cache.view(), cache.view(), 0, wrong_out.out()), "out");
+  fails(update_cache(q.view(), cache.out(), 0), "cache: expected 4 heads");
+  Tensor4 value(1, 3, 2, 8);
+  fails(update_cache(value.view(), cache.out(), 8), "start_pos");
+  ConstHeads empty;
+  fails(attention(empty, cache.view(), cache.view(), 0, out.out()), "q");
+}
+
+}  // namespace
+}  // namespace spec_edge
