@@ -1,0 +1,61 @@
+// The speculative loop over draft.pte + target.pte on ExecuTorch's Module API, without Python:
+// what runs on the device. Token for token the loop of spec_edge.runtime.PteSpeculativeDecoder
+// (same prefill chunks, draft catch-up, Philox offsets and sampling inputs), so the two agree.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spec_edge::runner {
+
+// A model directory, manifest, program or argument the runner cannot use; the message names it.
+class RunnerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The sampling parameters both programs take at run time (temperature 0: greedy).
+struct Sampling {
+  float temperature = 0.0f;
+  int64_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  int64_t seed = 0;
+};
+
+// What one generate call did, and where the time went.
+struct Stats {
+  int64_t new_tokens = 0, rounds = 0, proposed = 0, accepted = 0;
+  std::vector<int64_t> accepted_hist;  // rounds by accepted length 0..K
+  double prefill_s = 0.0, draft_s = 0.0, target_s = 0.0, total_s = 0.0;
+  double tokens_per_s() const;
+  double acceptance_rate() const;
+};
+
+class Runner {
+ public:
+  // Loads model_dir (manifest.json, draft.pte, target.pte, written by export/export_pair.py) and
+  // checks the programs against the manifest. k: draft tokens per round, 1..the exported K
+  // (0: the exported K).
+  static std::unique_ptr<Runner> load(const std::string& model_dir, int k = 0);
+  virtual ~Runner() = default;
+
+  // Up to max_new token ids after prompt (fewer at eos, if eos >= 0). on_tokens receives the
+  // tokens of each round (or step) as soon as they are decided.
+  virtual std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new,
+                                        const Sampling& sampling, bool speculative = true, int64_t eos = -1,
+                                        const std::function<void(const std::vector<int64_t>&)>& on_tokens = {}) = 0;
+
+  virtual const Stats& stats() const = 0;
+  virtual int k() const = 0;
+  virtual int max_k() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t max_context_len() const = 0;
+};
+
+}  // namespace spec_edge::runner

@@ -1,0 +1,137 @@
+// spec-edge-run: speculative decoding over an exported model directory, on the device.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "spec_edge/runner.h"
+#include "spec_edge/tokenizer.h"
+
+namespace {
+
+const char kUsage[] =
+    "usage: spec-edge-run --model-dir DIR (--prompt TEXT | --prompt-ids ID,ID,...) [--max-new N] [--k K]\n"
+    "                     [--temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S]\n"
+    "                     [--eos ID] [--no-spec] [--stats-json FILE]\n";
+
+[[noreturn]] void fail(const std::string& message, int code = 2) {
+  std::fprintf(stderr, "spec-edge-run: %s\n", message.c_str());
+  std::exit(code);
+}
+
+double number(const char* flag, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0') fail(std::string(flag) + ": expected a number, got '" + text + "'");
+  return v;
+}
+
+int64_t integer(const char* flag, const char* text) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0') fail(std::string(flag) + ": expected an integer, got '" + text + "'");
+  return v;
+}
+
+std::vector<int64_t> ids(const char* text) {
+  std::vector<int64_t> out;
+  std::string s = text;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = s.find(',', at);
+    const std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    out.push_back(integer("--prompt-ids", item.c_str()));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_dir, stats_json, text;
+  bool have_text = false, have_eos = false;
+  std::vector<int64_t> prompt;
+  int64_t max_new = 64, eos = -1;
+  int k = 0;
+  bool speculative = true;
+  spec_edge::runner::Sampling sampling;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (flag == "--no-spec") {
+      speculative = false;
+      continue;
+    }
+    if (i + 1 >= argc) fail(flag + ": expected a value\n" + kUsage);
+    const char* value = argv[++i];
+    if (flag == "--model-dir") model_dir = value;
+    else if (flag == "--prompt-ids") prompt = ids(value);
+    else if (flag == "--prompt") text = value, have_text = true;
+    else if (flag == "--max-new") max_new = integer("--max-new", value);
+    else if (flag == "--k") k = static_cast<int>(integer("--k", value));
+    else if (flag == "--temperature") sampling.temperature = static_cast<float>(number("--temperature", value));
+    else if (flag == "--top-k") sampling.top_k = integer("--top-k", value);
+    else if (flag == "--top-p") sampling.top_p = static_cast<float>(number("--top-p", value));
+    else if (flag == "--min-p") sampling.min_p = static_cast<float>(number("--min-p", value));
+    else if (flag == "--repetition-penalty") sampling.repetition_penalty = static_cast<float>(number(flag.c_str(), value));
+    else if (flag == "--seed") sampling.seed = integer("--seed", value);
+    else if (flag == "--eos") eos = integer("--eos", value), have_eos = true;
+    else if (flag == "--stats-json") stats_json = value;
+    else fail("unknown flag '" + flag + "'\n" + kUsage);
+  }
+  if (model_dir.empty()) fail(std::string("--model-dir is required\n") + kUsage);
+  if (have_text == !prompt.empty()) fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
+  try {
+    auto runner = spec_edge::runner::Runner::load(model_dir, k);
+    std::unique_ptr<spec_edge::runner::Tokenizer> tokenizer;
+    if (have_text) {  // text in, text out, with the model directory's tokenizer
+      tokenizer = std::make_unique<spec_edge::runner::Tokenizer>(
+          spec_edge::runner::Tokenizer::load(model_dir + "/tokenizer.json"));
+      if (tokenizer->vocab_size() > runner->vocab_size())
+        fail(model_dir + "/tokenizer.json: " + std::to_string(tokenizer->vocab_size()) +
+                 " tokens, more than the programs' vocabulary of " + std::to_string(runner->vocab_size()), 1);
+      prompt = tokenizer->encode(text);
+      if (!have_eos) eos = tokenizer->token_id("<|endoftext|>");
+      std::fputs(text.c_str(), stdout);
+    }
+    runner->generate(prompt, max_new, sampling, speculative, eos, [&](const std::vector<int64_t>& tokens) {
+      if (tokenizer) std::fputs(tokenizer->decode(tokens).c_str(), stdout);
+      else for (int64_t t : tokens) std::printf("%lld ", static_cast<long long>(t));
+      std::fflush(stdout);
+    });
+    std::printf("\n");
+    std::fflush(stdout);
+    const auto& s = runner->stats();
+    std::fprintf(stderr, "%lld tokens, %.1f tokens/s (%s), prefill %.3f s\n", static_cast<long long>(s.new_tokens),
+                 s.tokens_per_s(), speculative ? "speculative" : "target only", s.prefill_s);
+    if (speculative) {
+      std::fprintf(stderr, "acceptance %.3f over %lld rounds; accepted length histogram:", s.acceptance_rate(),
+                   static_cast<long long>(s.rounds));
+      for (size_t n = 0; n < s.accepted_hist.size(); ++n)
+        std::fprintf(stderr, " %zu:%lld", n, static_cast<long long>(s.accepted_hist[n]));
+      const double decode = s.total_s - s.prefill_s;
+      std::fprintf(stderr, "\ntime split: draft %.0f%%, target verify %.0f%%, loop %.0f%%\n",
+                   100 * s.draft_s / decode, 100 * s.target_s / decode, 100 * (decode - s.draft_s - s.target_s) / decode);
+    }
+    if (!stats_json.empty()) {
+      nlohmann::json j = {{"new_tokens", s.new_tokens}, {"rounds", s.rounds},     {"proposed", s.proposed},
+                          {"accepted", s.accepted},     {"accepted_hist", s.accepted_hist},
+                          {"prefill_s", s.prefill_s},   {"draft_s", s.draft_s}, {"target_s", s.target_s},
+                          {"total_s", s.total_s},       {"tokens_per_s", s.tokens_per_s()}};
+      std::ofstream(stats_json) << j.dump(2) << "\n";
+    }
+  } catch (const spec_edge::runner::RunnerError& e) {
+    fail(e.what(), 1);
+  }
+  return 0;
+}

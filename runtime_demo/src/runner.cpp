@@ -1,0 +1,265 @@
+#include "spec_edge/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <executorch/extension/module/module.h>
+#include <executorch/extension/tensor/tensor.h>
+#include <nlohmann/json.hpp>
+
+namespace spec_edge::runner {
+namespace {
+
+using executorch::extension::make_tensor_ptr;
+using executorch::extension::Module;
+using executorch::extension::TensorPtr;
+using executorch::runtime::Error;
+using executorch::runtime::EValue;
+
+// The manifest format and op versions this runner reads (spec_edge.export.MANIFEST_FORMAT and
+// OP_VERSIONS; the programs carry the versions too and are checked against both).
+constexpr int kManifestFormat = 2;
+const std::map<std::string, int64_t> kOpVersions = {
+    {"spec_edge::verify", 2}, {"spec_edge::sample", 2}, {"spec_edge::verify_greedy", 1},
+    {"spec_edge::attention", 1}, {"spec_edge::update_cache", 1}};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw RunnerError(path + ": not found (is the directory written by export/export_pair.py?)");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A program loaded with its methods, the KV caches shared between them (share_memory_arenas).
+std::unique_ptr<Module> load_program(const std::string& path, const std::vector<std::string>& methods) {
+  read_file(path);  // a clear error when the file is missing
+  auto module = std::make_unique<Module>(path, Module::LoadMode::Mmap, nullptr, nullptr, nullptr,
+                                         /*share_memory_arenas=*/true);
+  if (module->load() != Error::Ok)
+    throw RunnerError(path + ": not a loadable ExecuTorch program (truncated or corrupted?)");
+  for (const std::string& m : methods) {
+    const Error e = module->load_method(m);
+    if (e != Error::Ok)
+      throw RunnerError(path + ": method '" + m + "' does not load (error " + std::to_string(static_cast<int>(e)) +
+                        "); a missing operator means the runner was built without spec_edge's kernels "
+                        "or XNNPACK");
+  }
+  return module;
+}
+
+int64_t constant(Module& program, const std::string& path, const std::string& method) {
+  auto r = program.execute(method);
+  if (!r.ok() || r.get().empty() || !r.get()[0].isInt())
+    throw RunnerError(path + ": carries no " + method + "; export it again with this spec_edge");
+  return r.get()[0].toInt();
+}
+
+// Inputs as TensorPtrs: they own the tensors the EValues only point to, for the whole call.
+std::vector<EValue> call(Module& program, const std::string& method, const std::vector<TensorPtr>& inputs) {
+  const std::vector<EValue> values(inputs.begin(), inputs.end());
+  auto r = program.execute(method, values);
+  if (!r.ok())
+    throw RunnerError(method + " failed (ExecuTorch error " + std::to_string(static_cast<int>(r.error())) + ")");
+  return std::move(r.get());
+}
+
+TensorPtr int64s(std::vector<int64_t> values, std::vector<executorch::aten::SizesType> sizes) {
+  return make_tensor_ptr(std::move(sizes), std::move(values));
+}
+TensorPtr float1(float v) { return make_tensor_ptr({1}, std::vector<float>{v}); }
+
+class ModuleRunner final : public Runner {
+ public:
+  ModuleRunner(const std::string& dir, int k) : dir_(dir) {
+    nlohmann::json manifest;
+    const std::string manifest_path = dir + "/manifest.json";
+    try {
+      manifest = nlohmann::json::parse(read_file(manifest_path));
+      if (manifest.at("format").get<int>() != kManifestFormat)
+        throw RunnerError(manifest_path + ": manifest format " + manifest.at("format").dump() +
+                          "; this runner reads format " + std::to_string(kManifestFormat));
+      vocab_ = manifest.at("vocab_size").get<int64_t>();
+      max_k_ = manifest.at("k").get<int>();
+      context_ = manifest.at("max_context_len").get<int64_t>();
+      chunk_ = manifest.at("prefill_chunk").get<int64_t>();
+      if (manifest.at("ops").get<std::map<std::string, int64_t>>() != kOpVersions)
+        throw RunnerError(manifest_path + ": programs built for op versions " + manifest.at("ops").dump() +
+                          ", this runner has others: export them again");
+    } catch (const nlohmann::json::exception& e) {
+      throw RunnerError(manifest_path + ": malformed manifest (" + e.what() + ")");
+    }
+    if (k < 0 || k > max_k_)
+      throw RunnerError("k: the programs were exported for K up to " + std::to_string(max_k_) + ", got " +
+                        std::to_string(k));
+    k_ = k == 0 ? max_k_ : k;
+    draft_ = load_program(dir + "/draft.pte", {"prefill", "draft_step"});
+    target_ = load_program(dir + "/target.pte", {"prefill", "decode_step", "verify"});
+    for (const auto& [program, name] : {std::pair<Module*, const char*>{draft_.get(), "draft.pte"},
+                                        std::pair<Module*, const char*>{target_.get(), "target.pte"}}) {
+      const std::string path = dir + "/" + name;
+      for (const auto& [op, version] : kOpVersions) {
+        const int64_t built = constant(*program, path, "spec_edge_op_version_" + op.substr(op.find("::") + 2));
+        if (built != version)
+          throw RunnerError(path + ": built for " + op + " version " + std::to_string(built) +
+                            ", this runner has version " + std::to_string(version) + ": export it again");
+      }
+      if (constant(*program, path, "vocab_size") != vocab_)
+        throw RunnerError(path + ": vocabulary does not match the manifest's " + std::to_string(vocab_) +
+                          " (draft and target must share a tokenizer)");
+    }
+  }
+
+  std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& s,
+                                bool speculative, int64_t eos,
+                                const std::function<void(const std::vector<int64_t>&)>& on_tokens) override {
+    check(prompt, max_new, s);
+    const auto t_start = std::chrono::steady_clock::now();
+    stats_ = Stats{};
+    stats_.accepted_hist.assign(k_ + 1, 0);
+    std::vector<int64_t> context = prompt;
+    prefill(*target_, prompt);
+    if (speculative) prefill(*draft_, prompt);
+    stats_.prefill_s = seconds_since(t_start);
+    int64_t offset = 0, draft_seen = static_cast<int64_t>(prompt.size()) - 1;
+    std::vector<int64_t> out;
+    while (static_cast<int64_t>(out.size()) < max_new) {
+      const int64_t pos = static_cast<int64_t>(context.size()) - 1;  // the last token is not in the caches yet
+      std::vector<int64_t> emitted;
+      if (!speculative) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = call(*target_, "decode_step",
+                      with_sampling({int64s({context.back()}, {1, 1}), int64s({pos}, {1})}, s, context, offset));
+        stats_.target_s += seconds_since(t0);
+        emitted.push_back(r[0].toTensor().const_data_ptr<int64_t>()[0]);
+        offset += 1;
+      } else {
+        emitted = round(context, draft_seen, s, offset);
+        offset += k_ + 1;
+        // The draft saw the context and its drafts up to the K-th, which it only proposed.
+        draft_seen = std::min(pos + static_cast<int64_t>(emitted.size()), pos + k_);
+      }
+      if (static_cast<int64_t>(emitted.size()) > max_new - static_cast<int64_t>(out.size()))
+        emitted.resize(max_new - out.size());
+      const auto stop = std::find(emitted.begin(), emitted.end(), eos);
+      const bool at_eos = eos >= 0 && stop != emitted.end();
+      if (at_eos) emitted.erase(stop + 1, emitted.end());
+      out.insert(out.end(), emitted.begin(), emitted.end());
+      context.insert(context.end(), emitted.begin(), emitted.end());
+      if (on_tokens) on_tokens(emitted);
+      if (at_eos) break;
+    }
+    stats_.total_s = seconds_since(t_start);
+    stats_.new_tokens = static_cast<int64_t>(out.size());
+    return out;
+  }
+
+  const Stats& stats() const override { return stats_; }
+  int k() const override { return k_; }
+  int max_k() const override { return max_k_; }
+  int64_t vocab_size() const override { return vocab_; }
+  int64_t max_context_len() const override { return context_; }
+
+ private:
+  void check(const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& s) const {
+    if (prompt.empty()) throw RunnerError("prompt: expected at least one token");
+    for (int64_t t : prompt)
+      if (t < 0 || t >= vocab_)
+        throw RunnerError("prompt: ids must be in [0, " + std::to_string(vocab_) + "), got " + std::to_string(t));
+    if (max_new < 0) throw RunnerError("max_new: expected >= 0, got " + std::to_string(max_new));
+    if (static_cast<int64_t>(prompt.size()) + max_new + k_ + 1 > context_)
+      throw RunnerError("prompt (" + std::to_string(prompt.size()) + " tokens) + max_new (" + std::to_string(max_new) +
+                        ") + K+1 (" + std::to_string(k_ + 1) + ") exceeds the context length " +
+                        std::to_string(context_));
+    if (!(s.temperature >= 0.0f)) throw RunnerError("temperature: expected >= 0");
+    if (s.top_k < 0 || s.top_k > vocab_) throw RunnerError("top_k: expected 0..V");
+    if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw RunnerError("top_p: expected in (0, 1]");
+    if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) throw RunnerError("min_p: expected in [0, 1]");
+    if (!(s.repetition_penalty > 0.0f)) throw RunnerError("repetition_penalty: expected > 0");
+  }
+
+  void prefill(Module& program, const std::vector<int64_t>& prompt) {
+    const int64_t n = static_cast<int64_t>(prompt.size()) - 1;  // the last token goes with the first step
+    for (int64_t at = 0; at < n; at += chunk_) {
+      const int64_t len = std::min(chunk_, n - at);
+      std::vector<int64_t> chunk(prompt.begin() + at, prompt.begin() + at + len);
+      call(program, "prefill", {int64s(std::move(chunk), {1, static_cast<int>(len)}), int64s({at}, {1})});
+    }
+  }
+
+  // The <sampling> inputs after `inputs`: the context becomes prev_tokens, padded with -1, when
+  // the penalty reads it.
+  std::vector<TensorPtr> with_sampling(std::vector<TensorPtr> inputs, const Sampling& s,
+                                       const std::vector<int64_t>& context, int64_t offset) const {
+    std::vector<int64_t> prev(context_, -1);
+    if (s.repetition_penalty != 1.0f) std::copy(context.begin(), context.end(), prev.begin());
+    for (TensorPtr t : {float1(s.temperature), int64s({s.top_k}, {1}), float1(s.top_p), float1(s.min_p),
+                        float1(s.repetition_penalty), int64s(std::move(prev), {1, static_cast<int>(context_)}),
+                        int64s({s.seed}, {1}), int64s({offset}, {1})})
+      inputs.push_back(std::move(t));
+    return inputs;
+  }
+
+  std::vector<int64_t> round(const std::vector<int64_t>& context, int64_t draft_seen, const Sampling& s, int64_t offset) {
+    const int64_t pos = static_cast<int64_t>(context.size()) - 1;
+    std::vector<int64_t> drafted, seen = context;
+    std::vector<float> rows(static_cast<size_t>(k_ * vocab_));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < k_; ++i) {
+      std::vector<int64_t> step = i == 0 ? std::vector<int64_t>(context.begin() + draft_seen, context.end())
+                                         : std::vector<int64_t>{drafted.back()};
+      const int64_t at = pos + i - static_cast<int64_t>(step.size()) + 1;
+      const int len = static_cast<int>(step.size());
+      auto r = call(*draft_, "draft_step", with_sampling({int64s(std::move(step), {1, len}), int64s({at}, {1})}, s, seen,
+                                                         offset + i));
+      drafted.push_back(r[0].toTensor().const_data_ptr<int64_t>()[0]);
+      seen.push_back(drafted.back());
+      std::memcpy(rows.data() + i * vocab_, r[1].toTensor().const_data_ptr<float>(), sizeof(float) * vocab_);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    std::vector<int64_t> tokens = {context.back()};
+    tokens.insert(tokens.end(), drafted.begin(), drafted.end());
+    auto r = call(*target_, "verify",
+                  with_sampling({int64s(std::move(tokens), {1, k_ + 1}), int64s({pos}, {1}),
+                                 make_tensor_ptr({1, k_, static_cast<int>(vocab_)}, std::move(rows))},
+                                s, context, offset + k_));
+    const int64_t n = r[0].toTensor().const_data_ptr<int64_t>()[0];
+    const int64_t* out = r[1].toTensor().const_data_ptr<int64_t>();
+    stats_.draft_s += std::chrono::duration<double>(t1 - t0).count();
+    stats_.target_s += seconds_since(t1);
+    stats_.rounds += 1;
+    stats_.proposed += k_;
+    stats_.accepted += n;
+    stats_.accepted_hist[n] += 1;
+    return std::vector<int64_t>(out, out + n + 1);
+  }
+
+  std::string dir_;
+  int64_t vocab_ = 0, context_ = 0, chunk_ = 0;
+  int max_k_ = 0, k_ = 0;
+  std::unique_ptr<Module> draft_, target_;
+  Stats stats_;
+};
+
+}  // namespace
+
+double Stats::tokens_per_s() const {
+  const double decode = total_s - prefill_s;
+  return decode > 0 ? new_tokens / decode : 0.0;
+}
+
+double Stats::acceptance_rate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
+
+std::unique_ptr<Runner> Runner::load(const std::string& model_dir, int k) {
+  return std::make_unique<ModuleRunner>(model_dir, k);
+}
+
+}  // namespace spec_edge::runner
