@@ -43,6 +43,7 @@ class BuildWithCMake(build_py):
             cmake, "-S", str(ROOT), "-B", str(build_dir),
             f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}",
             f"-DSPEC_EDGE_BUILD_EXECUTORCH={'ON' if executorch is not None else 'OFF'}",
+            f"-DSPEC_EDGE_BUILD_RUNNER={'ON' if executorch is not None else 'OFF'}",
             f"-DSPEC_EDGE_PYTHON_LIB_DIR={package / 'spec_edge' / '_lib'}",
         ]
         # SPEC_EDGE_BUILD_{TESTS,BENCH,...} from the environment become CMake options.
