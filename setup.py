@@ -4,6 +4,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -37,6 +38,11 @@ class BuildWithCMake(build_py):
         executorch = importlib.util.find_spec("executorch")  # optional: the ExecuTorch kernels
         if executorch is not None:
             prefixes.append(executorch.submodule_search_locations[0])
+        try:  # optional: spec_edge.NativeRunner's extension module
+            import pybind11
+            prefixes.append(pybind11.get_cmake_dir())
+        except ImportError:
+            pass
         build_dir = Path(os.environ.get("SPEC_EDGE_CMAKE_BUILD_DIR", ROOT / "build" / "cmake"))
         cmake = cmake_command()
         configure = [
@@ -45,6 +51,7 @@ class BuildWithCMake(build_py):
             f"-DSPEC_EDGE_BUILD_EXECUTORCH={'ON' if executorch is not None else 'OFF'}",
             f"-DSPEC_EDGE_BUILD_RUNNER={'ON' if executorch is not None else 'OFF'}",
             f"-DSPEC_EDGE_PYTHON_LIB_DIR={package / 'spec_edge' / '_lib'}",
+            f"-DPython_EXECUTABLE={sys.executable}",  # the extension's Python: this one
         ]
         # SPEC_EDGE_BUILD_{TESTS,BENCH,...} from the environment become CMake options.
         configure += [f"-D{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("SPEC_EDGE_BUILD_")]

@@ -10,3 +10,11 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session")
 def stat_full(request) -> bool:
     return request.config.getoption("--stat-full")
+
+
+@pytest.fixture(scope="session")
+def pair(tmp_path_factory):
+    """The small random pair of tests/small_pair.py, exported once per session."""
+    pytest.importorskip("executorch")
+    from small_pair import export_small_pair
+    return export_small_pair(tmp_path_factory.mktemp("pte"))

@@ -155,11 +155,14 @@ def test_an_external_target_must_be_an_llm_program_for_the_exported_k(pair):
         PteSpeculativeDecoder(root / "pte", k=2, target_pte=root / "llm.pte")
 
 
-def test_the_demo_runs_on_a_checkpoint_pair(pair, capsys):
+@pytest.mark.parametrize("loop,flags", [("the C++ runner (spec_edge.NativeRunner)", []),
+                                        ("the Python .pte loop", ["--python-loop"])])
+def test_the_demo_runs_on_a_checkpoint_pair(pair, capsys, loop, flags):
     root, _ = pair
-    demo.main(["--pair", str(root), "--cache", str(root / "pte"), "--prompts", "2", "--max-new", "12"])
+    demo.main(["--pair", str(root), "--cache", str(root / "pte"), "--prompts", "2", "--max-new", "12", *flags])
     out = capsys.readouterr().out
     assert "exporting" not in out  # the fixture's export is the demo's cache
+    assert loop in out.splitlines()[0]
     assert "identical to target-only decoding: yes" in out and "tokens/s speculative vs" in out
     assert (root / "pte" / "accepted_lengths.png").stat().st_size > 0
 

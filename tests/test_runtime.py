@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import random
-import re
 import shutil
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,32 +13,14 @@ import torch
 
 import spec_edge
 from filter_ref import filtered_law
+from small_pair import K, PROMPT, configs
 from stats_utils import chisquare_pvalue
 
 pytest.importorskip("executorch")
-from spec_edge.export import ModelConfig, build_model, export_draft, export_pair, sha256  # noqa: E402
-from spec_edge.demo import DEFAULT_PAIR  # noqa: E402
+from spec_edge.export import ModelConfig, build_model, export_pair  # noqa: E402
 from spec_edge.runtime import PteSpeculativeDecoder, ProgramError  # noqa: E402
 
-K = 3
-TARGET = ModelConfig(dim=64, n_layers=2, n_heads=4, vocab_size=48, max_context_len=96)
-DRAFT = ModelConfig(dim=32, n_layers=1, n_heads=2, vocab_size=48, max_context_len=96)
-PROMPT = [5, 17, 3, 29, 11, 40, 2, 8]
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
-    """A random target and a smaller random draft; and the target paired with itself (the same
-    target.pte, with a draft.pte exported from the target)."""
-    root = tmp_path_factory.mktemp("pte")
-    target = build_model(TARGET, seed=1)
-    export_pair(target, TARGET, build_model(DRAFT, seed=2), DRAFT, K, root / "pair", prefill_chunk=4,
-                progress=False)
-    shutil.copytree(root / "pair", root / "self")
-    manifest = json.loads((root / "self" / "manifest.json").read_text())
-    manifest["programs"]["draft.pte"] = sha256(export_draft(target, TARGET, root / "self" / "draft.pte", 4))
-    (root / "self" / "manifest.json").write_text(json.dumps(manifest))
-    return root
+TARGET, DRAFT = configs()
 
 
 def test_export_writes_the_programs_and_manifest(pair):
@@ -319,105 +296,3 @@ def test_the_draft_cache_always_holds_the_context_before_it_is_read(accepts):
     truth.update(enumerate(prompt))
     out = dec.generate(prompt, 40)
     assert len(out) == 40 and dec.stats.rounds >= len(accepts)
-
-
-# ---- spec-edge-run, the C++ runner over the same programs ------------------------------------
-
-LIB = Path(spec_edge.__file__).parent / "_lib"
-RUN, TOKENIZE = LIB / "spec-edge-run", LIB / "spec-edge-tokenize"
-
-
-def run(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    if not RUN.is_file():
-        message = f"{RUN} not built (the runner needs executorch and nlohmann-json3-dev at build time)"
-        if os.environ.get("CI"):
-            raise AssertionError(message)
-        pytest.skip(message)
-    result = subprocess.run([str(RUN), *args], capture_output=True, text=True, timeout=300)
-    assert result.returncode >= 0, f"killed by signal {-result.returncode}: {result.stderr}"
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
-
-
-def cli_tokens(model_dir: Path, *args: str) -> list[int]:
-    out = run("--model-dir", str(model_dir), "--prompt-ids", ",".join(map(str, PROMPT)), *args).stdout
-    return [int(t) for t in out.split()]
-
-
-SAMPLED = dict(temperature=0.8, filters=spec_edge.Filters(top_k=20, top_p=0.9, repetition_penalty=1.1), seed=5)
-SAMPLED_FLAGS = ["--temperature", "0.8", "--top-k", "20", "--top-p", "0.9", "--repetition-penalty", "1.1",
-                 "--seed", "5"]
-
-
-@pytest.mark.parametrize("k", [1, 3])
-@pytest.mark.parametrize("speculative", [True, False])
-def test_the_runner_gives_the_python_loops_tokens(pair, k, speculative):
-    dec = PteSpeculativeDecoder(pair / "pair", k=k)
-    flags = ["--max-new", "40", "--k", str(k)] + ([] if speculative else ["--no-spec"])
-    assert cli_tokens(pair / "pair", *flags) == dec.generate(PROMPT, 40, speculative=speculative)
-    assert cli_tokens(pair / "pair", *flags, *SAMPLED_FLAGS) == dec.generate(PROMPT, 40, speculative=speculative,
-                                                                              **SAMPLED)
-
-
-def test_stats_json(pair, tmp_path):
-    cli_tokens(pair / "self", "--max-new", "30", "--stats-json", str(tmp_path / "s.json"))
-    stats = json.loads((tmp_path / "s.json").read_text())
-    assert stats["new_tokens"] == 30 and sum(stats["accepted_hist"]) == stats["rounds"] > 0
-    assert stats["accepted"] == stats["proposed"]  # the draft equal to the target: always accepted
-    assert stats["tokens_per_s"] > 0 and stats["draft_s"] > 0 and stats["target_s"] > 0
-
-
-@pytest.mark.parametrize("flags,message", [
-    (["--model-dir", "/nonexistent", "--prompt-ids", "1,2"], "manifest.json: not found"),
-    (["--frobnicate", "1"], "unknown flag '--frobnicate'"),
-    (["--prompt-ids", "1,2"], "--model-dir is required"),
-    (["{dir}", "--prompt-ids", "1,x"], "--prompt-ids: expected an integer, got 'x'"),
-    (["{dir}", "--prompt-ids", "1,2", "--k", "9"], "k: the programs were exported for K up to 3"),
-    (["{dir}", "--prompt-ids", "1,2", "--max-new", "1000"], "exceeds the context length 96"),
-    (["{dir}", "--prompt-ids", "1,99"], r"prompt: ids must be in \[0, 48\)"),
-    (["{dir}", "--prompt-ids", "1,2", "--top-p", "1.5"], "top_p: expected in"),
-    (["{dir}", "--prompt-ids", "1,2", "--temperature", "-1"], "temperature: expected >= 0"),
-    (["{dir}", "--prompt", "hello"], "tokenizer.json: not found"),
-])
-def test_bad_input_is_a_message_and_an_exit_status(pair, flags, message):
-    flags = [f for flag in flags for f in (["--model-dir", str(pair / "pair")] if flag == "{dir}" else [flag])]
-    result = run(*flags, check=False)
-    assert result.returncode in (1, 2)
-    assert re.search(message, result.stderr), result.stderr
-
-
-def test_corrupted_programs_and_manifests_are_refused(pair, tmp_path):
-    d = shutil.copytree(pair / "pair", tmp_path / "m")
-    data = (d / "target.pte").read_bytes()
-    (d / "target.pte").write_bytes(data[:len(data) // 3])
-    result = run("--model-dir", str(d), "--prompt-ids", "1,2", check=False)
-    assert result.returncode == 1 and "target.pte" in result.stderr
-    shutil.copy(pair / "pair" / "target.pte", d / "target.pte")
-    manifest = json.loads((d / "manifest.json").read_text())
-    manifest["ops"]["spec_edge::verify"] = 99
-    (d / "manifest.json").write_text(json.dumps(manifest))
-    result = run("--model-dir", str(d), "--prompt-ids", "1,2", check=False)
-    assert result.returncode == 1 and "op versions" in result.stderr and "export them again" in result.stderr
-    shutil.copy(DEFAULT_PAIR / "target" / "tokenizer.json", d / "tokenizer.json")  # V=4096 for 48-token programs
-    (d / "manifest.json").write_text((pair / "pair" / "manifest.json").read_text())
-    result = run("--model-dir", str(d), "--prompt", "def f():", check=False)
-    assert result.returncode == 1 and "more than the programs' vocabulary of 48" in result.stderr
-
-
-def test_the_runners_tokenizer_matches_tokenizers_on_code_and_unicode():
-    from tokenizers import Tokenizer
-    run("--help")  # skips when the runner is not built
-    path = DEFAULT_PAIR / "target" / "tokenizer.json"
-    reference = Tokenizer.from_file(str(path))
-    files = sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py"))
-    texts = [f.read_text(errors="replace") for f in random.Random(0).sample(files, 12)]
-    texts += ["héllo wörld 東京 ٣٤٥ ½ Ⅻ \u00a0 \u2028x", "don't 's 're  \n\n  x<|endoftext|>y", "a  b\t\tc \n",
-              "   ", "x\r\n\r\ny", "😀 emoji 🎉!!", "'''\"\"\"'s'S", ""]
-    for text in texts:
-        want = reference.encode(text).ids
-        got = subprocess.run([str(TOKENIZE), str(path)], input=text.encode(), capture_output=True, check=True).stdout
-        assert [int(t) for t in got.split()] == want, text[:80]
-        back = subprocess.run([str(TOKENIZE), str(path), "--decode"], input=" ".join(map(str, want)).encode(),
-                              capture_output=True, check=True).stdout.decode()
-        assert back == reference.decode(want)

@@ -21,13 +21,16 @@ need() {  # need TOOL... : all present, or skip (fail in CI)
 }
 
 case "$tier" in
-  sanitize)  # ASan + UBSan over the C++ tests, natively
-    cmake --preset sanitize >/dev/null
+  sanitize)  # ASan + UBSan over the C++ tests and the runner (tests/test_runner_builds.py runs it), natively
+    executorch_dir=$(python -c 'import executorch, os; print(os.path.join(executorch.__path__[0], "share", "cmake"))')
+    cmake --preset sanitize -DSPEC_EDGE_BUILD_EXECUTORCH=ON -DSPEC_EDGE_BUILD_RUNNER=ON \
+      -Dexecutorch_DIR="$executorch_dir" >/dev/null
     cmake --build --preset sanitize
     ctest --preset sanitize
     ;;
-  aarch64)  # cross-built core and tests under qemu, two CPU models; same results as x86-64
+  aarch64)  # cross-built core, tests and runner under qemu, two CPU models; same results as x86-64
     need aarch64-linux-gnu-g++ qemu-aarch64
+    runtime_demo/tools/fetch_executorch.sh  # the aarch64 executorch wheel, cached in build/third_party
     cmake --preset linux-aarch64 >/dev/null
     cmake --build --preset linux-aarch64
     native=build/cmake/tests/cpp/spec_edge_cross_isa_vectors

@@ -2,7 +2,8 @@
 
 Exports the default draft/target checkpoints (python/spec_edge/default_pair/, trained on the
 Python standard library by export/train_default.py) to .pte programs once (cached), completes
-held-out code prompts speculatively and target-only through the same target.pte, and prints the
+held-out code prompts speculatively and target-only through the same target.pte with the C++
+runner (spec_edge.NativeRunner; the Python .pte loop when it is not built), and prints the
 text, tokens/s of both, the accepted-length histogram next to the analytic law, and the time
 split; the histogram is also drawn to a PNG.
 """
@@ -133,13 +134,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--k", type=int, default=4, help=f"draft tokens per round (1..{MAX_K})")
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--max-new", type=int, default=96)
+    parser.add_argument("--python-loop", action="store_true", help="the Python .pte loop instead of the C++ runner")
     args = parser.parse_args(argv)
     from tokenizers import Tokenizer
 
     from .runtime import PteSpeculativeDecoder
 
     out = exported_pair(args.pair, args.cache)
-    decoder = PteSpeculativeDecoder(out, k=args.k)
+    decoder, loop = None, "the Python .pte loop"
+    if not args.python_loop:
+        from .native_runner import NativeRunner
+        try:
+            decoder, loop = NativeRunner(out, k=args.k), "the C++ runner (spec_edge.NativeRunner)"
+        except ImportError as error:  # built without pybind11 or nlohmann-json
+            print(f"{error}\nfalling back to the Python .pte loop")
+    decoder = decoder or PteSpeculativeDecoder(out, k=args.k)
     tokenizer = Tokenizer.from_file(str(out / "tokenizer.json"))
     training = json.loads((args.pair / "training.json").read_text())
     texts = json.loads((args.pair / "prompts.json").read_text())[:args.prompts]
@@ -147,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     eos = tokenizer.token_to_id("<|endoftext|>")
     print(f"spec_edge {__version__} demo: target {training['target_params'] / 1e6:.1f}M params, draft "
           f"{training['draft_params'] / 1e6:.2f}M (distilled), V={decoder.vocab_size}, K={decoder.k}, "
-          f"ExecuTorch + XNNPACK, spec_edge ops on '{active_isa()}'")
+          f"ExecuTorch + XNNPACK, spec_edge ops on '{active_isa()}', {loop}")
 
     greedy_outputs, spec, base = run(decoder, prompts, args.max_new, eos, "greedy")
     identical = all(s == b for s, b in greedy_outputs)

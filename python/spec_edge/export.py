@@ -46,12 +46,14 @@ from . import executorch as se_executorch
 from . import ops  # noqa: F401  (registers the fake kernels the export traces through)
 
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 2  # 2: draft_step takes up to two tokens
-# Bumped when an op's schema or semantics change; loaders refuse programs built for another.
+# The manifest format (2: draft_step takes up to two tokens) and each op's version, bumped when
+# its schema or semantics change: loaders refuse programs built for others. One file, read by
+# the C++ runner's build too.
+_PROGRAM_FORMAT = json.loads((Path(__file__).parent / "program_format.json").read_text())
+MANIFEST_FORMAT: int = _PROGRAM_FORMAT["manifest_format"]
+OP_VERSIONS: dict[str, int] = _PROGRAM_FORMAT["op_versions"]
 # The draft step's tokens: the last one, after the draft's own K-th token when all were accepted.
 DRAFT_STEP_TOKENS = 2
-OP_VERSIONS = {"spec_edge::verify": 2, "spec_edge::sample": 2, "spec_edge::verify_greedy": 1,
-               "spec_edge::attention": 1, "spec_edge::update_cache": 1}
 
 
 @dataclass(frozen=True)

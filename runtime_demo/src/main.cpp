@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   bool have_text = false, have_eos = false;
   std::vector<int64_t> prompt;
   int64_t max_new = 64, eos = -1;
-  int k = 0;
+  std::optional<int> k;  // none: the exported K
   bool speculative = true;
   spec_edge::runner::Sampling sampling;
   for (int i = 1; i < argc; ++i) {

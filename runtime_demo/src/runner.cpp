@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
 #include <nlohmann/json.hpp>
+
+#include "program_format.h"  // kManifestFormat, kOpVersions (the programs carry the versions too)
+#include "read_file.h"
 
 namespace spec_edge::runner {
 namespace {
@@ -20,28 +21,15 @@ using executorch::extension::TensorPtr;
 using executorch::runtime::Error;
 using executorch::runtime::EValue;
 
-// The manifest format and op versions this runner reads (spec_edge.export.MANIFEST_FORMAT and
-// OP_VERSIONS; the programs carry the versions too and are checked against both).
-constexpr int kManifestFormat = 2;
-const std::map<std::string, int64_t> kOpVersions = {
-    {"spec_edge::verify", 2}, {"spec_edge::sample", 2}, {"spec_edge::verify_greedy", 1},
-    {"spec_edge::attention", 1}, {"spec_edge::update_cache", 1}};
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw RunnerError(path + ": not found (is the directory written by export/export_pair.py?)");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+const char* const kModelDirHint = "is the directory written by export/export_pair.py?";
 
 // A program loaded with its methods, the KV caches shared between them (share_memory_arenas).
 std::unique_ptr<Module> load_program(const std::string& path, const std::vector<std::string>& methods) {
-  read_file(path);  // a clear error when the file is missing
+  open_file(path, kModelDirHint);  // a clear error when the file is missing
   auto module = std::make_unique<Module>(path, Module::LoadMode::Mmap, nullptr, nullptr, nullptr,
                                          /*share_memory_arenas=*/true);
   if (module->load() != Error::Ok)
@@ -79,11 +67,11 @@ TensorPtr float1(float v) { return make_tensor_ptr({1}, std::vector<float>{v}); 
 
 class ModuleRunner final : public Runner {
  public:
-  ModuleRunner(const std::string& dir, int k) : dir_(dir) {
+  ModuleRunner(const std::string& dir, std::optional<int> k) : dir_(dir) {
     nlohmann::json manifest;
     const std::string manifest_path = dir + "/manifest.json";
     try {
-      manifest = nlohmann::json::parse(read_file(manifest_path));
+      manifest = nlohmann::json::parse(read_file(manifest_path, kModelDirHint));
       if (manifest.at("format").get<int>() != kManifestFormat)
         throw RunnerError(manifest_path + ": manifest format " + manifest.at("format").dump() +
                           "; this runner reads format " + std::to_string(kManifestFormat));
@@ -97,10 +85,10 @@ class ModuleRunner final : public Runner {
     } catch (const nlohmann::json::exception& e) {
       throw RunnerError(manifest_path + ": malformed manifest (" + e.what() + ")");
     }
-    if (k < 0 || k > max_k_)
-      throw RunnerError("k: the programs were exported for K up to " + std::to_string(max_k_) + ", got " +
-                        std::to_string(k));
-    k_ = k == 0 ? max_k_ : k;
+    k_ = k.value_or(max_k_);
+    if (k_ < 1 || k_ > max_k_)
+      throw RunnerError("k: the programs were exported for K up to " + std::to_string(max_k_) + ", got k=" +
+                        std::to_string(k_));
     draft_ = load_program(dir + "/draft.pte", {"prefill", "draft_step"});
     target_ = load_program(dir + "/target.pte", {"prefill", "decode_step", "verify"});
     for (const auto& [program, name] : {std::pair<Module*, const char*>{draft_.get(), "draft.pte"},
@@ -170,20 +158,20 @@ class ModuleRunner final : public Runner {
 
  private:
   void check(const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& s) const {
-    if (prompt.empty()) throw RunnerError("prompt: expected at least one token");
+    if (prompt.empty()) throw ArgumentError("prompt: expected at least one token");
     for (int64_t t : prompt)
       if (t < 0 || t >= vocab_)
-        throw RunnerError("prompt: ids must be in [0, " + std::to_string(vocab_) + "), got " + std::to_string(t));
-    if (max_new < 0) throw RunnerError("max_new: expected >= 0, got " + std::to_string(max_new));
+        throw ArgumentError("prompt: ids must be in [0, " + std::to_string(vocab_) + "), got " + std::to_string(t));
+    if (max_new < 0) throw ArgumentError("max_new: expected >= 0, got " + std::to_string(max_new));
     if (static_cast<int64_t>(prompt.size()) + max_new + k_ + 1 > context_)
-      throw RunnerError("prompt (" + std::to_string(prompt.size()) + " tokens) + max_new (" + std::to_string(max_new) +
+      throw ArgumentError("prompt (" + std::to_string(prompt.size()) + " tokens) + max_new (" + std::to_string(max_new) +
                         ") + K+1 (" + std::to_string(k_ + 1) + ") exceeds the context length " +
                         std::to_string(context_));
-    if (!(s.temperature >= 0.0f)) throw RunnerError("temperature: expected >= 0");
-    if (s.top_k < 0 || s.top_k > vocab_) throw RunnerError("top_k: expected 0..V");
-    if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw RunnerError("top_p: expected in (0, 1]");
-    if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) throw RunnerError("min_p: expected in [0, 1]");
-    if (!(s.repetition_penalty > 0.0f)) throw RunnerError("repetition_penalty: expected > 0");
+    if (!(s.temperature >= 0.0f)) throw ArgumentError("temperature: expected >= 0");
+    if (s.top_k < 0 || s.top_k > vocab_) throw ArgumentError("top_k: expected 0..V");
+    if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw ArgumentError("top_p: expected in (0, 1]");
+    if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) throw ArgumentError("min_p: expected in [0, 1]");
+    if (!(s.repetition_penalty > 0.0f)) throw ArgumentError("repetition_penalty: expected > 0");
   }
 
   void prefill(Module& program, const std::vector<int64_t>& prompt) {
@@ -258,7 +246,7 @@ double Stats::tokens_per_s() const {
 
 double Stats::acceptance_rate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
 
-std::unique_ptr<Runner> Runner::load(const std::string& model_dir, int k) {
+std::unique_ptr<Runner> Runner::load(const std::string& model_dir, std::optional<int> k) {
   return std::make_unique<ModuleRunner>(model_dir, k);
 }
 

@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <climits>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "read_file.h"
 #include "spec_edge/runner.h"
 #include "unicode_tables.h"
 
@@ -111,21 +110,13 @@ size_t match_at(const std::vector<Char>& c, size_t i) {
   return j - i;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw RunnerError(path + ": not found (the model directory needs its tokenizer)");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 Tokenizer Tokenizer::load(const std::string& path) {
   Tokenizer t;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_text(path));
+    j = nlohmann::json::parse(read_file(path, "the model directory needs its tokenizer"));
   } catch (const nlohmann::json::exception& e) {
     throw RunnerError(path + ": not a readable tokenizer (" + e.what() + ")");
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +17,12 @@ namespace spec_edge::runner {
 class RunnerError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// An argument of generate (prompt, max_new, sampling) out of range; the message names it.
+class ArgumentError : public RunnerError {
+ public:
+  using RunnerError::RunnerError;
 };
 
 // The sampling parameters both programs take at run time (temperature 0: greedy).
@@ -41,8 +48,8 @@ class Runner {
  public:
   // Loads model_dir (manifest.json, draft.pte, target.pte, written by export/export_pair.py) and
   // checks the programs against the manifest. k: draft tokens per round, 1..the exported K
-  // (0: the exported K).
-  static std::unique_ptr<Runner> load(const std::string& model_dir, int k = 0);
+  // (none: the exported K).
+  static std::unique_ptr<Runner> load(const std::string& model_dir, std::optional<int> k = std::nullopt);
   virtual ~Runner() = default;
 
   // Up to max_new token ids after prompt (fewer at eos, if eos >= 0). on_tokens receives the

@@ -1,0 +1,64 @@
+// spec_edge._runner_ext: the runner library for Python; spec_edge.NativeRunner wraps it with the
+// API of spec_edge.runtime.PteSpeculativeDecoder. The loop runs without the GIL.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "spec_edge/runner.h"
+
+namespace py = pybind11;
+using spec_edge::runner::ArgumentError;
+using spec_edge::runner::Runner;
+using spec_edge::runner::RunnerError;
+using spec_edge::runner::Sampling;
+using spec_edge::runner::Stats;
+
+PYBIND11_MODULE(_runner_ext, m) {
+  // Arguments out of range: ValueError; a model the runner cannot use: spec_edge's ProgramError.
+  py::register_exception_translator([](std::exception_ptr error) {
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const ArgumentError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const RunnerError& e) {
+      PyErr_SetString(py::module_::import("spec_edge.runtime").attr("ProgramError").ptr(), e.what());
+    }
+  });
+
+  py::class_<Runner, std::unique_ptr<Runner>>(m, "Runner")
+      .def(py::init([](const std::string& model_dir, std::optional<int> k) { return Runner::load(model_dir, k); }),
+           py::arg("model_dir"), py::arg("k"), py::call_guard<py::gil_scoped_release>())
+      .def(
+          "generate",
+          [](Runner& runner, const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& sampling,
+             bool speculative, int64_t eos, const py::object& on_tokens) {
+            std::function<void(const std::vector<int64_t>&)> stream;
+            if (!on_tokens.is_none())
+              stream = [&on_tokens](const std::vector<int64_t>& tokens) {
+                py::gil_scoped_acquire gil;
+                on_tokens(tokens);  // a Python exception propagates out of generate
+              };
+            py::gil_scoped_release no_gil;
+            return runner.generate(prompt, max_new, sampling, speculative, eos, stream);
+          },
+          py::arg("prompt"), py::arg("max_new"), py::arg("sampling"), py::arg("speculative"), py::arg("eos"),
+          py::arg("on_tokens"))
+      .def("stats",
+           [](const Runner& runner) {
+             const Stats& s = runner.stats();
+             return py::dict(py::arg("new_tokens") = s.new_tokens, py::arg("rounds") = s.rounds,
+                             py::arg("proposed") = s.proposed, py::arg("accepted") = s.accepted,
+                             py::arg("accepted_hist") = s.accepted_hist, py::arg("prefill_s") = s.prefill_s,
+                             py::arg("draft_s") = s.draft_s, py::arg("target_s") = s.target_s,
+                             py::arg("total_s") = s.total_s);
+           })
+      .def_property_readonly("k", &Runner::k)
+      .def_property_readonly("max_k", &Runner::max_k)
+      .def_property_readonly("vocab_size", &Runner::vocab_size)
+      .def_property_readonly("max_context_len", &Runner::max_context_len);
+
+  py::class_<Sampling>(m, "Sampling")
+      .def(py::init([](float temperature, int64_t top_k, float top_p, float min_p, float repetition_penalty,
+                       int64_t seed) { return Sampling{temperature, top_k, top_p, min_p, repetition_penalty, seed}; }),
+           py::arg("temperature"), py::arg("top_k"), py::arg("top_p"), py::arg("min_p"),
+           py::arg("repetition_penalty"), py::arg("seed"));
+}

@@ -1,0 +1,272 @@
+"""The C++ runner (runtime_demo/): spec-edge-run and spec_edge.NativeRunner give the Python loop's
+tokens; every build of the CLI (native, ASan + UBSan, aarch64 under qemu on Cortex-A72 and A76
+models, aarch64 with sanitizers) gives the same tokens and refuses bad input with a message."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+import spec_edge
+from small_pair import K, PROMPT
+
+pytest.importorskip("executorch")
+from spec_edge.demo import DEFAULT_PAIR, exported_pair  # noqa: E402
+from spec_edge.runtime import ProgramError, PteSpeculativeDecoder  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+# Sanitizer findings exit with a status of their own (not the runner's 1 or 2) and are looked for
+# in stderr too. Leak checking does not work under qemu.
+SANITIZER_ENV = {"ASAN_OPTIONS": "exitcode=99", "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1:exitcode=99"}
+
+
+@dataclass(frozen=True)
+class Build:
+    """One build of the runner's binaries and how to run them."""
+
+    name: str
+    bin_dir: Path
+    made_by: str  # the make target that builds it
+    qemu_cpu: str | None = None  # an aarch64 build, run under qemu-aarch64 with this CPU model
+    sanitized: bool = False
+
+    def run(self, *args: str, tool: str = "spec-edge-run", stdin: bytes | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+        binary = self.bin_dir / tool
+        if not binary.is_file():
+            message = f"{binary} not built ({self.made_by} builds it)"
+            if os.environ.get("CI"):
+                raise AssertionError(message)
+            pytest.skip(message)
+        command, env = [str(binary), *args], dict(os.environ)
+        if self.qemu_cpu:
+            command = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", *command]
+            env["QEMU_CPU"] = self.qemu_cpu
+        if self.sanitized:
+            env.update(SANITIZER_ENV)
+            if self.qemu_cpu:
+                env["ASAN_OPTIONS"] += ":detect_leaks=0"
+        result = subprocess.run(command, input=stdin, capture_output=True, env=env, timeout=900)
+        stderr = result.stderr.decode(errors="replace")
+        assert result.returncode >= 0, f"{self.name}: killed by signal {-result.returncode}: {stderr[-3000:]}"
+        assert "Sanitizer" not in stderr and "runtime error:" not in stderr, stderr[-5000:]
+        if check:
+            assert result.returncode == 0, stderr[-3000:]
+        return result
+
+    def tokens(self, model_dir: Path, *args: str, prompt: list[int] = PROMPT) -> list[int]:
+        out = self.run("--model-dir", str(model_dir), "--prompt-ids", ",".join(map(str, prompt)), *args).stdout
+        return [int(t) for t in out.split()]
+
+
+NATIVE = Build("x86-64", Path(spec_edge.__file__).parent / "_lib", "make build")
+BUILDS = [
+    NATIVE,
+    Build("x86-64-asan", ROOT / "build/sanitize/runtime_demo", "make test-sanitize", sanitized=True),
+    Build("aarch64-a72", ROOT / "build/aarch64/runtime_demo", "make test-aarch64", qemu_cpu="cortex-a72"),
+    Build("aarch64-a76", ROOT / "build/aarch64/runtime_demo", "make test-aarch64", qemu_cpu="cortex-a76"),
+    Build("aarch64-a72-asan", ROOT / "build/aarch64-sanitize/runtime_demo", "make test-aarch64",
+          qemu_cpu="cortex-a72", sanitized=True),
+]
+every_build = pytest.mark.parametrize("build", BUILDS, ids=[b.name for b in BUILDS])
+other_builds = pytest.mark.parametrize("build", BUILDS[1:], ids=[b.name for b in BUILDS[1:]])
+
+SAMPLED = dict(temperature=0.8, filters=spec_edge.Filters(top_k=20, top_p=0.9, repetition_penalty=1.1), seed=5)
+SAMPLED_FLAGS = ["--temperature", "0.8", "--top-k", "20", "--top-p", "0.9", "--repetition-penalty", "1.1",
+                 "--seed", "5"]
+
+
+# ---- the same tokens as the Python loop (small random pair) ----------------------------------
+
+@pytest.mark.parametrize("k", [1, K])
+@pytest.mark.parametrize("speculative", [True, False])
+def test_the_runner_gives_the_python_loops_tokens(pair, k, speculative):
+    dec = PteSpeculativeDecoder(pair / "pair", k=k)
+    native = spec_edge.NativeRunner(pair / "pair", k=k)
+    flags = ["--max-new", "40", "--k", str(k)] + ([] if speculative else ["--no-spec"])
+    for sampling, sampling_flags in [({}, []), (SAMPLED, SAMPLED_FLAGS)]:
+        want = dec.generate(PROMPT, 40, speculative=speculative, **sampling)
+        assert NATIVE.tokens(pair / "pair", *flags, *sampling_flags) == want
+        assert native.generate(PROMPT, 40, speculative=speculative, **sampling) == want
+        assert native.stats.rounds == dec.stats.rounds and native.stats.accepted_hist == dec.stats.accepted_hist
+
+
+def test_stats(pair, tmp_path):
+    NATIVE.tokens(pair / "self", "--max-new", "30", "--stats-json", str(tmp_path / "s.json"))
+    stats = json.loads((tmp_path / "s.json").read_text())
+    native = spec_edge.NativeRunner(pair / "self")
+    native.generate(PROMPT, 30)
+    for s in (stats, vars(native.stats)):
+        assert s["new_tokens"] == 30 and sum(s["accepted_hist"]) == s["rounds"] > 0
+        assert s["accepted"] == s["proposed"]  # the draft equal to the target: always accepted
+        assert s["draft_s"] > 0 and s["target_s"] > 0 and s["total_s"] > s["prefill_s"]
+    assert stats["tokens_per_s"] > 0 and native.stats.tokens_per_s > 0
+
+
+def test_native_runner_streams_and_stops_at_eos(pair):
+    native = spec_edge.NativeRunner(pair / "pair")
+    rounds: list[list[int]] = []
+    out = native.generate(PROMPT, 40, on_tokens=rounds.append)
+    assert [t for r in rounds for t in r] == out and len(rounds) == native.stats.rounds
+    eos = out[10]
+    stopped = native.generate(PROMPT, 40, eos_token_id=eos)
+    assert stopped == out[:out.index(eos) + 1]
+
+    def interrupt(tokens):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):  # a Python exception in the callback ends the call
+        native.generate(PROMPT, 40, on_tokens=interrupt)
+    assert native.generate(PROMPT, 40) == out  # and leaves the runner usable
+
+
+@pytest.mark.parametrize("call,error,message", [
+    (lambda d: spec_edge.NativeRunner(d / "missing"), ProgramError, "manifest.json: not found"),
+    (lambda d: spec_edge.NativeRunner(d / "pair", k=0), ProgramError, "exported for K up to 3, got k=0"),
+    (lambda d: spec_edge.NativeRunner(d / "pair", k=4), ProgramError, "exported for K up to 3, got k=4"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([], 4), ValueError, "prompt: expected at least one"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1, 48], 4), ValueError, r"ids must be in \[0, 48\)"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], -1), ValueError, "max_new: expected >= 0"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 93), ValueError, "exceeds the context length 96"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4, temperature=float("nan")), ValueError,
+     "temperature: expected >= 0"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4, filters=spec_edge.Filters(top_p=0.0)),
+     ValueError, r"top_p: expected in \(0, 1\]"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4, filters=spec_edge.Filters(top_k=49)),
+     ValueError, "top_k: expected 0..V"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate(
+        [1], 4, filters=spec_edge.Filters(prev_tokens=torch.tensor([1]))), ValueError,
+     "filters.prev_tokens"),
+])
+def test_native_runner_bad_input(pair, call, error, message):
+    with pytest.raises(error, match=message):
+        call(pair)
+
+
+# ---- bad input: a message and an exit status on every build ----------------------------------
+
+@every_build
+@pytest.mark.parametrize("flags,message", [
+    (["--model-dir", "/nonexistent", "--prompt-ids", "1,2"], "manifest.json: not found"),
+    (["--frobnicate", "1"], "unknown flag '--frobnicate'"),
+    (["--prompt-ids", "1,2"], "--model-dir is required"),
+    (["{dir}", "--prompt-ids", "1,x"], "--prompt-ids: expected an integer, got 'x'"),
+    (["{dir}", "--prompt-ids", "1,2", "--k", "9"], "k: the programs were exported for K up to 3, got k=9"),
+    (["{dir}", "--prompt-ids", "1,2", "--k", "0"], "got k=0"),
+    (["{dir}", "--prompt-ids", "1,2", "--max-new", "1000"], "exceeds the context length 96"),
+    (["{dir}", "--prompt-ids", "1,99"], r"prompt: ids must be in \[0, 48\)"),
+    (["{dir}", "--prompt-ids", "1,2", "--top-p", "1.5"], "top_p: expected in"),
+    (["{dir}", "--prompt-ids", "1,2", "--temperature", "-1"], "temperature: expected >= 0"),
+    (["{dir}", "--prompt", "hello"], "tokenizer.json: not found"),
+])
+def test_bad_input_is_a_message_and_an_exit_status(build, pair, flags, message):
+    flags = [f for flag in flags for f in (["--model-dir", str(pair / "pair")] if flag == "{dir}" else [flag])]
+    result = build.run(*flags, check=False)
+    assert result.returncode in (1, 2)
+    assert re.search(message, result.stderr.decode()), result.stderr.decode()
+
+
+@every_build
+def test_corrupted_programs_and_manifests_are_refused(build, pair, tmp_path):
+    d = shutil.copytree(pair / "pair", tmp_path / "m")
+
+    def refused(*flags: str) -> str:
+        result = build.run("--model-dir", str(d), *flags, check=False)
+        assert result.returncode == 1, result.stderr.decode()
+        return result.stderr.decode()
+
+    data = (d / "target.pte").read_bytes()
+    (d / "target.pte").write_bytes(data[:len(data) // 3])
+    assert "target.pte" in refused("--prompt-ids", "1,2")
+    (d / "target.pte").write_bytes(data[:100])
+    assert "target.pte" in refused("--prompt-ids", "1,2")
+    shutil.copy(pair / "pair" / "target.pte", d / "target.pte")
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["ops"]["spec_edge::verify"] = 99
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    message = refused("--prompt-ids", "1,2")
+    assert "op versions" in message and "export them again" in message
+    (d / "manifest.json").write_text('{"format": 2, "vocab_size": ')
+    assert "malformed manifest" in refused("--prompt-ids", "1,2")
+    shutil.copy(DEFAULT_PAIR / "target" / "tokenizer.json", d / "tokenizer.json")  # V=4096 for 48-token programs
+    (d / "manifest.json").write_text((pair / "pair" / "manifest.json").read_text())
+    assert "more than the programs' vocabulary of 48" in refused("--prompt", "def f():")
+
+
+# ---- the same tokens on every build (the default pair) ---------------------------------------
+
+@pytest.fixture(scope="session")
+def default_programs() -> Path:
+    """The shipped default pair exported as `make demo` exports it (the same cache)."""
+    return exported_pair(DEFAULT_PAIR, ROOT / "build" / "demo")
+
+
+DEFAULT_PROMPT = Tokenizer.from_file(str(DEFAULT_PAIR / "target" / "tokenizer.json")).encode("import os\n\n\ndef main(").ids
+RUNS = {
+    "greedy": ["--prompt-ids", ",".join(map(str, DEFAULT_PROMPT)), "--max-new", "32", "--k", "4"],
+    "sampled": ["--prompt-ids", ",".join(map(str, DEFAULT_PROMPT)), "--max-new", "32", "--k", "4", *SAMPLED_FLAGS],
+    "text": ["--prompt", "def parse_args(argv):\n    ", "--max-new", "32", "--k", "4"],
+}
+
+
+@pytest.fixture(scope="session")
+def x86_64_outputs(default_programs) -> dict[str, bytes]:
+    return {mode: NATIVE.run("--model-dir", str(default_programs), *flags).stdout for mode, flags in RUNS.items()}
+
+
+def test_the_native_runner_gives_the_python_loops_tokens_on_the_default_pair(default_programs, x86_64_outputs):
+    dec = PteSpeculativeDecoder(default_programs, k=4)
+    assert [int(t) for t in x86_64_outputs["greedy"].split()] == dec.generate(DEFAULT_PROMPT, 32)
+    assert [int(t) for t in x86_64_outputs["sampled"].split()] == dec.generate(DEFAULT_PROMPT, 32, **SAMPLED)
+    assert len(x86_64_outputs["text"]) > 20
+
+
+@other_builds
+@pytest.mark.parametrize("mode", list(RUNS))
+def test_every_build_gives_the_x86_64_tokens(build, mode, default_programs, x86_64_outputs):
+    assert build.run("--model-dir", str(default_programs), *RUNS[mode]).stdout == x86_64_outputs[mode]
+
+
+@every_build
+def test_the_runners_tokenizer_matches_tokenizers_on_code_and_unicode(build):
+    path = DEFAULT_PAIR / "target" / "tokenizer.json"
+    reference = Tokenizer.from_file(str(path))
+    files = sorted(Path(sysconfig.get_paths()["stdlib"]).rglob("*.py"))
+    texts = [f.read_text(errors="replace") for f in random.Random(0).sample(files, 12)]
+    texts += ["héllo wörld 東京 ٣٤٥ ½ Ⅻ \u00a0 \u2028x", "don't 's 're  \n\n  x<|endoftext|>y", "a  b\t\tc \n",
+              "   ", "x\r\n\r\ny", "😀 emoji 🎉!!", "'''\"\"\"'s'S", ""]
+    if build.qemu_cpu:  # a process start costs seconds under qemu: the same texts in one input
+        texts = ["\n".join(texts), "   ", ""]
+    for text in texts:
+        want = reference.encode(text).ids
+        got = build.run(str(path), tool="spec-edge-tokenize", stdin=text.encode()).stdout
+        assert [int(t) for t in got.split()] == want, text[:80]
+        back = build.run(str(path), "--decode", tool="spec-edge-tokenize", stdin=" ".join(map(str, want)).encode())
+        assert back.stdout.decode() == reference.decode(want)
+
+
+def test_the_deploy_bundle_loads_only_its_own_libraries(default_programs, x86_64_outputs, tmp_path):
+    a72 = BUILDS[2]
+    a72.run("--help")  # skips (fails in CI) when the aarch64 build is missing
+    bundle = tmp_path / "pi"
+    subprocess.run([str(ROOT / "runtime_demo/tools/deploy.sh"), str(bundle), "--model-dir", str(default_programs)],
+                   check=True, capture_output=True)
+    assert sorted(p.name for p in (bundle / "model").iterdir()) == [
+        "draft.pte", "manifest.json", "target.pte", "tokenizer.json"]
+    trace = subprocess.run(["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu", "-E", "LD_TRACE_LOADED_OBJECTS=1",
+                            str(bundle / "spec-edge-run")], capture_output=True, text=True, check=True).stdout
+    loaded = dict(re.findall(r"^\s*(\S+\.so[.\d]*) => (\S+)", trace, re.M))
+    ours = {name: path for name, path in loaded.items() if "executorch" in name}
+    assert len(ours) == 5 and all(Path(path).parent == bundle for path in ours.values()), trace
+    on_board = Build("bundle", bundle, "runtime_demo/tools/deploy.sh", qemu_cpu="cortex-a72")
+    assert on_board.run("--model-dir", str(bundle / "model"), *RUNS["greedy"]).stdout == x86_64_outputs["greedy"]
