@@ -59,6 +59,7 @@ bench: build
 	$(PY) bench/bench_sample.py --write docs/BENCHMARKS.md
 	$(PY) bench/bench_pte.py --dir build/bench_pte --write docs/BENCHMARKS.md
 	$(PY) bench/bench_pair.py --cache build/demo --write docs/BENCHMARKS.md
+	$(PY) bench/bench_runner.py --cache build/demo --write docs/BENCHMARKS.md
 
 clean:
 	rm -rf build python/spec_edge/_lib

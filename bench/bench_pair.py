@@ -3,10 +3,11 @@
 One process: the default draft/target checkpoints exported once (the demo's cache), held-out
 code prompts completed target-only (target.pte's decode_step) and speculatively (draft.pte's
 draft_step, target.pte's fused verify step) for K = 1..8, greedy; then sampled (T 0.8, top-p
-0.95) at the best K. Reports tokens/s, the speedup over target-only decoding through the same
+0.95) at the best K. The loop is the C++ runner's (spec_edge.NativeRunner, what runs on the
+device; --python-loop: spec_edge.runtime.PteSpeculativeDecoder). Reports tokens/s, the speedup over target-only decoding through the same
 target.pte, the acceptance per draft token, and the share of a round spent in spec_edge's ops
 (the verify op and the K sample ops, timed alone on the same shapes through the same kernels).
-Usage: python bench/bench_pair.py [--write docs/BENCHMARKS.md] [--cache build/demo]
+Usage: python bench/bench_pair.py [--write docs/BENCHMARKS.md] [--cache build/demo] [--python-loop]
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ def op_us_per_round(dec: PteSpeculativeDecoder, prompt: list[int], k: int, sampl
     return verify + k * sample
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
+def pair_workload(parser: argparse.ArgumentParser):
+    """The end-to-end benchmarks' common arguments and workload: (args, the exported default
+    pair's directory, held-out prompts as ids, the end-of-text id)."""
     parser.add_argument("--write", type=Path)
     parser.add_argument("--cache", type=Path, default=Path("build/demo"))
     parser.add_argument("--prompts", type=int, default=8)
@@ -57,22 +59,30 @@ def main():
     args = parser.parse_args()
     out = exported_pair(DEFAULT_PAIR, args.cache)
     tokenizer = Tokenizer.from_file(str(out / "tokenizer.json"))
-    eos = tokenizer.token_to_id("<|endoftext|>")
     prompts = [tokenizer.encode(t).ids for t in json.loads((DEFAULT_PAIR / "prompts.json").read_text())]
-    prompts = prompts[:args.prompts]
+    return args, out, prompts[:args.prompts], tokenizer.token_to_id("<|endoftext|>")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--python-loop", action="store_true", help="the Python .pte loop, not the C++ runner")
+    args, out, prompts, eos = pair_workload(parser)
+    decoder = PteSpeculativeDecoder if args.python_loop else spec_edge.NativeRunner
+    programs = PteSpeculativeDecoder(out)  # the pair's logits for timing the ops alone
     rows = []
     for k in tqdm(range(1, MAX_K + 1), desc="K sweep (greedy)"):
-        dec = PteSpeculativeDecoder(out, k=k)
+        dec = decoder(out, k=k)
         # Target-only decoding alternates with speculative decoding prompt by prompt, at every K,
         # so both see the same machine (a shared machine's speed drifts within a run).
         _, spec, base = run(dec, prompts, args.max_new, eos, f"K={k}")
-        share = op_us_per_round(dec, prompts[0], k, {}) * 1e-6 * spec.rounds / (spec.draft_s + spec.target_s)
+        share = op_us_per_round(programs, prompts[0], k, {}) * 1e-6 * spec.rounds / (spec.draft_s + spec.target_s)
         rows.append((k, spec, base, share))
     best = max(rows, key=lambda r: r[1].tokens_per_s / r[2].tokens_per_s)
     k = best[0]
-    dec = PteSpeculativeDecoder(out, k=k)
+    dec = decoder(out, k=k)
     _, sspec, sbase = run(dec, prompts, args.max_new, eos, f"sampled K={k}", **SAMPLED)
-    sshare = op_us_per_round(dec, prompts[0], k, SAMPLED) * 1e-6 * sspec.rounds / (sspec.draft_s + sspec.target_s)
+    sshare = (op_us_per_round(programs, prompts[0], k, SAMPLED) * 1e-6 * sspec.rounds
+              / (sspec.draft_s + sspec.target_s))
     training = json.loads((DEFAULT_PAIR / "training.json").read_text())
 
     def row(mode, k, spec, base, share):
@@ -85,7 +95,9 @@ def main():
         f"{platform.processor() or platform.machine()}, ExecuTorch {_et_version()} + XNNPACK fp32; target "
         f"{training['target_params'] / 1e6:.1f}M params ({4 * training['target_params'] / 2**20:.0f} MiB of "
         f"fp32 weights), draft {training['draft_params'] / 1e6:.2f}M distilled, V={dec.vocab_size}; "
-        f"{len(prompts)} held-out stdlib prompts x {args.max_new} new tokens. Speculative and target-only "
+        f"{len(prompts)} held-out stdlib prompts x {args.max_new} new tokens; the loop: "
+        f"{'the Python .pte loop' if args.python_loop else 'the C++ runner (spec_edge.NativeRunner)'}. "
+        "Speculative and target-only "
         "decoding run through the same target.pte (verify step vs decode_step). Acceptance: per draft "
         "token (accepted / (accepted + rejections)). Op share: the verify op plus the K draft-side sample "
         "ops, timed alone on the pair's logits, over the measured round time.\n",
