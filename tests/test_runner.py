@@ -147,6 +147,9 @@ def test_native_runner_streams_and_stops_at_eos(pair):
     (lambda d: spec_edge.NativeRunner(d / "pair").generate(
         [1], 4, filters=spec_edge.Filters(prev_tokens=torch.tensor([1]))), ValueError,
      "filters.prev_tokens"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate(
+        [1], 4, filters=spec_edge.Filters(top_p=torch.tensor([0.9]))), ValueError,
+     "filters.top_p: expected a number"),
 ])
 def test_native_runner_bad_input(pair, call, error, message):
     with pytest.raises(error, match=message):

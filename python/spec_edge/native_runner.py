@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import numbers
 from collections.abc import Callable
 from pathlib import Path
 
@@ -62,8 +63,9 @@ class NativeRunner:
         if filters.prev_tokens is not None:
             raise ValueError("filters.prev_tokens: the loop passes the context itself; leave it None")
         for name in ("top_k", "top_p", "min_p", "repetition_penalty"):
-            if not isinstance(getattr(filters, name), (int, float)):
-                raise ValueError(f"filters.{name}: expected a number (one sequence), got {type(getattr(filters, name))}")
+            value = getattr(filters, name)
+            if not isinstance(value, numbers.Real):  # per-row tensors are for batched ops, not one sequence
+                raise ValueError(f"filters.{name}: expected a number (one sequence), got {type(value).__name__}")
         ext = _load_extension()
         sampling = ext.Sampling(temperature=float(temperature), top_k=int(filters.top_k), top_p=float(filters.top_p),
                                 min_p=float(filters.min_p), repetition_penalty=float(filters.repetition_penalty),
