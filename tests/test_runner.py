@@ -129,6 +129,12 @@ def test_native_runner_streams_and_stops_at_eos(pair):
         native.generate(PROMPT, 40, on_tokens=interrupt)
     assert native.generate(PROMPT, 40) == out  # and leaves the runner usable
 
+    def stop_after_first(tokens):
+        native.stop()
+    assert native.generate(PROMPT, 40, on_tokens=stop_after_first) == rounds[0]  # that round, then stop
+    native.stop()  # a stop with no generate in flight does not reach the next call
+    assert native.generate(PROMPT, 40) == out
+
 
 @pytest.mark.parametrize("call,error,message", [
     (lambda d: spec_edge.NativeRunner(d / "missing"), ProgramError, "manifest.json: not found"),

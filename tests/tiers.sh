@@ -28,9 +28,10 @@ case "$tier" in
     cmake --build --preset sanitize
     ctest --preset sanitize
     ;;
-  aarch64)  # cross-built core, tests and runner under qemu, two CPU models; same results as x86-64
+  aarch64)  # cross-built core, tests, runner and JNI bridge under qemu, two CPU models; same results as x86-64
     need aarch64-linux-gnu-g++ qemu-aarch64
     runtime_demo/tools/fetch_executorch.sh  # the aarch64 executorch wheel, cached in build/third_party
+    android/tools/fetch_jre.sh  # Debian's arm64 JRE, for the Java API under qemu (tests/test_android.py)
     cmake --preset linux-aarch64 >/dev/null
     cmake --build --preset linux-aarch64
     native=build/cmake/tests/cpp/spec_edge_cross_isa_vectors

@@ -74,3 +74,7 @@ class NativeRunner:
                                        -1 if eos_token_id is None else int(eos_token_id), on_tokens)
         self.stats = GenerateStats(**self._runner.stats())
         return tokens
+
+    def stop(self) -> None:
+        """Ends the ``generate`` in flight after its current round, from another thread or from ``on_tokens``."""
+        self._runner.stop()

@@ -42,6 +42,7 @@ PYBIND11_MODULE(_runner_ext, m) {
           },
           py::arg("prompt"), py::arg("max_new"), py::arg("sampling"), py::arg("speculative"), py::arg("eos"),
           py::arg("on_tokens"))
+      .def("stop", &Runner::stop)  // no GIL needed: sets a flag the loop reads
       .def("stats",
            [](const Runner& runner) {
              const Stats& s = runner.stats();

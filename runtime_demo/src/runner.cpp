@@ -1,6 +1,7 @@
 #include "spec_edge/runner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -110,6 +111,7 @@ class ModuleRunner final : public Runner {
                                 bool speculative, int64_t eos,
                                 const std::function<void(const std::vector<int64_t>&)>& on_tokens) override {
     check(prompt, max_new, s);
+    stop_requested_.store(false);
     const auto t_start = std::chrono::steady_clock::now();
     stats_ = Stats{};
     stats_.accepted_hist.assign(k_ + 1, 0);
@@ -119,7 +121,7 @@ class ModuleRunner final : public Runner {
     stats_.prefill_s = seconds_since(t_start);
     int64_t offset = 0, draft_seen = static_cast<int64_t>(prompt.size()) - 1;
     std::vector<int64_t> out;
-    while (static_cast<int64_t>(out.size()) < max_new) {
+    while (static_cast<int64_t>(out.size()) < max_new && !stop_requested_.load()) {
       const int64_t pos = static_cast<int64_t>(context.size()) - 1;  // the last token is not in the caches yet
       std::vector<int64_t> emitted;
       if (!speculative) {
@@ -150,6 +152,7 @@ class ModuleRunner final : public Runner {
     return out;
   }
 
+  void stop() override { stop_requested_.store(true); }
   const Stats& stats() const override { return stats_; }
   int k() const override { return k_; }
   int max_k() const override { return max_k_; }
@@ -235,6 +238,7 @@ class ModuleRunner final : public Runner {
   int max_k_ = 0, k_ = 0;
   std::unique_ptr<Module> draft_, target_;
   Stats stats_;
+  std::atomic<bool> stop_requested_{false};
 };
 
 }  // namespace

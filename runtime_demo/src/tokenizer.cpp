@@ -1,4 +1,5 @@
 #include "spec_edge/tokenizer.h"
+#include "spec_edge/utf8.h"
 
 #include <algorithm>
 #include <climits>
@@ -31,21 +32,7 @@ bool is_other(uint32_t cp) { return !is_space(cp) && !is_letter(cp) && !is_numbe
 
 std::string utf8(uint32_t cp) {
   std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  append_utf8(s, cp);
   return s;
 }
 
@@ -232,7 +219,7 @@ void Tokenizer::encode_word(const std::string& bytes, std::vector<int64_t>& out)
 std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
   std::string out;
   for (int64_t id : ids) {
-    if (id < 0 || id >= vocab_size()) throw RunnerError("decode: id " + std::to_string(id) + " is not in the vocabulary");
+    if (id < 0 || id >= vocab_size()) throw ArgumentError("decode: id " + std::to_string(id) + " is not in the vocabulary");
     if (special_[id]) continue;
     const std::string& token = id_to_token_[id];
     for (const Char& ch : decode_utf8(token)) {

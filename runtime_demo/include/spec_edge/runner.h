@@ -58,6 +58,11 @@ class Runner {
                                         const Sampling& sampling, bool speculative = true, int64_t eos = -1,
                                         const std::function<void(const std::vector<int64_t>&)>& on_tokens = {}) = 0;
 
+  // Ends the generate call in flight after the round being decided (that round's tokens are
+  // still returned and streamed); callable from any thread, and from on_tokens. A call made while
+  // no generate runs has no effect on the next one.
+  virtual void stop() = 0;
+
   virtual const Stats& stats() const = 0;
   virtual int k() const = 0;
   virtual int max_k() const = 0;

@@ -1,0 +1,223 @@
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicReference;
+import org.specedge.GenerationStats;
+import org.specedge.SamplingConfig;
+import org.specedge.SpeculativeRunner;
+import org.specedge.TokenCallback;
+
+/**
+ * Drives org.specedge's API for tests/test_android.py, on a desktop JVM or an arm64 one under
+ * qemu; prints what the test compares with spec-edge-run. Modes:
+ *   tokens DIR K MAX_NEW SPECULATIVE TEMPERATURE TOP_K TOP_P MIN_P PENALTY SEED ID,ID,...
+ *   text DIR MAX_NEW PROMPT
+ *   control DIR        (stop, close, concurrency, callback exceptions)
+ *   errors DIR         (bad input: one line per case, the exception and its message)
+ *   load DIR           (the same line for loading DIR)
+ */
+public final class ApiDriver {
+  public static void main(String[] args) throws Exception {
+    switch (args[0]) {
+      case "tokens": tokens(args); break;
+      case "text": text(args); break;
+      case "control": control(args[1]); break;
+      case "errors": errors(args[1]); break;
+      case "load": attempt("load", () -> new SpeculativeRunner(args[1]).close()); break;
+      default: throw new IllegalArgumentException("unknown mode " + args[0]);
+    }
+  }
+
+  static long[] ids(String csv) {
+    String[] items = csv.split(",");
+    long[] out = new long[items.length];
+    for (int i = 0; i < items.length; ++i) out[i] = Long.parseLong(items[i]);
+    return out;
+  }
+
+  static String join(long[] values) {
+    StringBuilder b = new StringBuilder();
+    for (long v : values) b.append(b.length() == 0 ? "" : " ").append(v);
+    return b.toString();
+  }
+
+  // The tokens, then the streamed tokens (which must be the same), then the stats.
+  static void tokens(String[] a) {
+    SamplingConfig sampling = SamplingConfig.builder().temperature(Float.parseFloat(a[5]))
+        .topK(Integer.parseInt(a[6])).topP(Float.parseFloat(a[7])).minP(Float.parseFloat(a[8]))
+        .repetitionPenalty(Float.parseFloat(a[9])).seed(Long.parseLong(a[10])).build();
+    try (SpeculativeRunner runner = new SpeculativeRunner(a[1], Integer.parseInt(a[2]))) {
+      List<Long> streamed = new ArrayList<>();
+      int[] calls = {0};
+      long[] out = runner.generate(ids(a[11]), Integer.parseInt(a[3]), sampling, a[4].equals("1"), -1,
+          (tokens, text) -> {
+            calls[0]++;
+            for (long t : tokens) streamed.add(t);
+          });
+      GenerationStats s = runner.getStats();
+      System.out.println(join(out));
+      long[] flat = new long[streamed.size()];
+      for (int i = 0; i < flat.length; ++i) flat[i] = streamed.get(i);
+      System.out.println(join(flat));
+      System.out.printf("k=%d max_k=%d vocab=%d context=%d callbacks=%d new_tokens=%d rounds=%d accepted=%d"
+          + " proposed=%d hist=%s draft_s=%s target_s=%s%n", runner.getK(), runner.getMaxK(), runner.getVocabSize(),
+          runner.getMaxContextLength(), calls[0], s.newTokens, s.rounds, s.accepted, s.proposed,
+          join(s.acceptedHistogram()).replace(" ", ","), s.draftSeconds > 0, s.targetSeconds > 0);
+    }
+  }
+
+  // The returned text, then the streamed pieces joined, then the prompt's ids.
+  static void text(String[] a) {
+    try (SpeculativeRunner runner = new SpeculativeRunner(a[1])) {
+      StringBuilder streamed = new StringBuilder();
+      String out = runner.generateText(a[3], Integer.parseInt(a[2]), SamplingConfig.greedy(),
+          (tokens, piece) -> streamed.append(piece));
+      System.out.println(escape(out));
+      System.out.println(escape(streamed.toString()));
+      System.out.println(join(runner.encode(a[3])));
+      System.out.println(escape(runner.decode(runner.encode(a[3]))));
+    }
+  }
+
+  static String escape(String s) {
+    return s.replace("\\", "\\\\").replace("\n", "\\n");
+  }
+
+  static void check(boolean ok, String what) {
+    if (!ok) throw new AssertionError(what);
+    System.out.println("ok " + what);
+  }
+
+  static void control(String dir) throws Exception {
+    long[] prompt = {1, 2, 3};
+    try (SpeculativeRunner runner = new SpeculativeRunner(dir)) {
+      List<long[]> rounds = new ArrayList<>();
+      long[] full = runner.generate(prompt, 40, SamplingConfig.greedy(), true, -1, (t, s) -> rounds.add(t));
+
+      // stop() from the callback: that round's tokens, then the call returns.
+      long[] first = runner.generate(prompt, 40, SamplingConfig.greedy(), true, -1, (t, s) -> runner.stop());
+      check(join(first).equals(join(rounds.get(0))), "stop from the callback ends after that round");
+      runner.stop();
+      check(join(runner.generate(prompt, 40, SamplingConfig.greedy(), true, -1, null)).equals(join(full)),
+          "a stop with nothing generating does not reach the next call");
+
+      // stop() from another thread, while the callback of the first round waits for it.
+      CountDownLatch inCallback = new CountDownLatch(1), stopped = new CountDownLatch(1);
+      Thread stopper = new Thread(() -> {
+        try {
+          inCallback.await();
+          runner.stop();
+          stopped.countDown();
+        } catch (InterruptedException e) {
+          throw new RuntimeException(e);
+        }
+      });
+      stopper.start();
+      long[] fromThread = runner.generate(prompt, 40, SamplingConfig.greedy(), true, -1, (t, s) -> {
+        inCallback.countDown();
+        try {
+          stopped.await();
+        } catch (InterruptedException e) {
+          throw new RuntimeException(e);
+        }
+      });
+      stopper.join();
+      check(join(fromThread).equals(join(rounds.get(0))), "stop from another thread");
+
+      // An exception in the callback ends the call and propagates; the runner stays usable.
+      try {
+        runner.generate(prompt, 40, SamplingConfig.greedy(), true, -1, (t, s) -> {
+          throw new IllegalStateException("from the callback");
+        });
+        check(false, "callback exception propagates");
+      } catch (IllegalStateException e) {
+        check(e.getMessage().equals("from the callback"), "callback exception propagates");
+      }
+      check(join(runner.generate(prompt, 40, SamplingConfig.greedy(), true, -1, null)).equals(join(full)),
+          "usable after a callback exception");
+
+      // A second generate while one runs is refused; so is getStats.
+      AtomicReference<String> nested = new AtomicReference<>("none");
+      runner.generate(prompt, 4, SamplingConfig.greedy(), true, -1, (t, s) -> {
+        try {
+          runner.generate(prompt, 4, SamplingConfig.greedy(), true, -1, null);
+        } catch (IllegalStateException e) {
+          nested.set(e.getMessage());
+        }
+        try {
+          runner.getStats();
+        } catch (IllegalStateException e) {
+          nested.set(nested.get() + " | " + e.getMessage());
+        }
+      });
+      check(nested.get().contains("another call is running") && nested.get().contains("getStats"),
+          "concurrent generate and getStats refused: " + nested.get());
+
+      // close() from another thread stops the call in flight and waits for it.
+      CountDownLatch started = new CountDownLatch(1);
+      Thread closer = new Thread(() -> {
+        try {
+          started.await();
+          runner.close();
+        } catch (InterruptedException e) {
+          throw new RuntimeException(e);
+        }
+      });
+      closer.start();
+      long[] closed = runner.generate(prompt, 40, SamplingConfig.greedy(), true, -1, (t, s) -> started.countDown());
+      closer.join();
+      check(closed.length > 0 && closed.length < full.length, "close stops the call in flight");
+      try {
+        runner.generate(prompt, 4, SamplingConfig.greedy(), true, -1, null);
+        check(false, "closed runner refuses");
+      } catch (IllegalStateException e) {
+        check(e.getMessage().contains("already closed"), "closed runner refuses");
+      }
+      runner.close();  // idempotent
+    }
+  }
+
+  interface Case {
+    void run() throws Exception;
+  }
+
+  static void attempt(String name, Case c) {
+    try {
+      c.run();
+      System.out.println(name + "\tnone\t");
+    } catch (Throwable e) {
+      System.out.println(name + "\t" + e.getClass().getName() + "\t" + e.getMessage());
+    }
+  }
+
+  static void errors(String dir) {
+    SamplingConfig greedy = SamplingConfig.greedy();
+    long[] prompt = {1, 2, 3};
+    attempt("null_dir", () -> new SpeculativeRunner(null));
+    attempt("missing_dir", () -> new SpeculativeRunner(dir + "/missing"));
+    attempt("k_too_big", () -> new SpeculativeRunner(dir, 99));
+    attempt("k_negative", () -> new SpeculativeRunner(dir, -1));
+    try (SpeculativeRunner r = new SpeculativeRunner(dir)) {
+      attempt("null_prompt", () -> r.generate(null, 4, greedy, true, -1, null));
+      attempt("null_sampling", () -> r.generate(prompt, 4, null, true, -1, null));
+      attempt("empty_prompt", () -> r.generate(new long[0], 4, greedy, true, -1, null));
+      attempt("id_out_of_vocab", () -> r.generate(new long[] {1, 1 << 30}, 4, greedy, true, -1, null));
+      attempt("negative_max_new", () -> r.generate(prompt, -1, greedy, true, -1, null));
+      attempt("too_long", () -> r.generate(prompt, 1 << 30, greedy, true, -1, null));
+      attempt("temperature", () -> r.generate(prompt, 4, SamplingConfig.builder().temperature(-1).build(), true, -1,
+          null));
+      attempt("temperature_nan", () -> r.generate(prompt, 4, SamplingConfig.builder().temperature(Float.NaN).build(),
+          true, -1, null));
+      attempt("top_k", () -> r.generate(prompt, 4, SamplingConfig.builder().topK(-3).build(), true, -1, null));
+      attempt("top_p", () -> r.generate(prompt, 4, SamplingConfig.builder().topP(0).build(), true, -1, null));
+      attempt("min_p", () -> r.generate(prompt, 4, SamplingConfig.builder().minP(2).build(), true, -1, null));
+      attempt("penalty", () -> r.generate(prompt, 4, SamplingConfig.builder().repetitionPenalty(0).build(), true, -1,
+          null));
+      attempt("null_text", () -> r.generateText(null, 4, greedy, null));
+      attempt("decode_bad_id", () -> r.decode(new long[] {-5}));
+      attempt("still_usable", () -> {
+        if (r.generate(prompt, 4, greedy, true, -1, null).length != 4) throw new AssertionError("not 4 tokens");
+      });
+    }
+  }
+}
