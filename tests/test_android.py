@@ -138,6 +138,11 @@ def test_the_default_pair_through_the_jni_library(jvm, classes, default_programs
     assert streamed == text and round_trip == prompt
     reference = Tokenizer.from_file(str(default_programs / "tokenizer.json"))
     assert [int(t) for t in ids.split()] == reference.encode(prompt).ids
+    # Java's UTF-16 to UTF-8 and back, surrogate pairs included, through the tokenizer
+    prompt = "# héllo wörld 東京 ½ 😀🎉\n"
+    out = jvm.run(classes, "text", str(default_programs), "4", prompt).stdout.split("\n")
+    assert [int(t) for t in out[2].split()] == reference.encode(prompt).ids
+    assert out[3].replace("\\n", "\n") == prompt
 
 
 @every_jvm
