@@ -96,10 +96,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<spec_edge::runner::Tokenizer> tokenizer;
     if (have_text) {  // text in, text out, with the model directory's tokenizer
       tokenizer = std::make_unique<spec_edge::runner::Tokenizer>(
-          spec_edge::runner::Tokenizer::load(model_dir + "/tokenizer.json"));
-      if (tokenizer->vocab_size() > runner->vocab_size())
-        fail(model_dir + "/tokenizer.json: " + std::to_string(tokenizer->vocab_size()) +
-                 " tokens, more than the programs' vocabulary of " + std::to_string(runner->vocab_size()), 1);
+          spec_edge::runner::Tokenizer::load_for_programs(model_dir, runner->vocab_size()));
       prompt = tokenizer->encode(text);
       if (!have_eos) eos = tokenizer->token_id("<|endoftext|>");
       std::fputs(text.c_str(), stdout);

@@ -99,6 +99,15 @@ size_t match_at(const std::vector<Char>& c, size_t i) {
 
 }  // namespace
 
+Tokenizer Tokenizer::load_for_programs(const std::string& model_dir, int64_t program_vocab_size) {
+  const std::string path = model_dir + "/tokenizer.json";
+  Tokenizer t = load(path);
+  if (t.vocab_size() > program_vocab_size)
+    throw RunnerError(path + ": " + std::to_string(t.vocab_size()) + " tokens, more than the programs' vocabulary of " +
+                      std::to_string(program_vocab_size));
+  return t;
+}
+
 Tokenizer Tokenizer::load(const std::string& path) {
   Tokenizer t;
   nlohmann::json j;

@@ -17,6 +17,8 @@ class Tokenizer {
  public:
   // Throws RunnerError naming the file and the setting it does not support.
   static Tokenizer load(const std::string& path);
+  // model_dir/tokenizer.json, refused when it has more tokens than the programs' vocabulary.
+  static Tokenizer load_for_programs(const std::string& model_dir, int64_t program_vocab_size);
 
   std::vector<int64_t> encode(const std::string& text) const;
   // The bytes of the tokens (the text, once every token of a character has arrived).

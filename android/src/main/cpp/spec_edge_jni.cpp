@@ -87,12 +87,7 @@ struct Session {
 
   const Tokenizer& text() {
     std::lock_guard<std::mutex> lock(tokenizer_load);
-    if (!tokenizer) {
-      tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(model_dir + "/tokenizer.json"));
-      if (tokenizer->vocab_size() > runner->vocab_size())
-        throw RunnerError(model_dir + "/tokenizer.json: " + std::to_string(tokenizer->vocab_size()) +
-                          " tokens, more than the programs' vocabulary of " + std::to_string(runner->vocab_size()));
-    }
+    if (!tokenizer) tokenizer = std::make_unique<Tokenizer>(Tokenizer::load_for_programs(model_dir, runner->vocab_size()));
     return *tokenizer;
   }
 };
