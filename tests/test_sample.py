@@ -90,6 +90,9 @@ def test_greedy_and_per_row_temperature():
     (dict(logits=torch.tensor([[0.0, math.inf], [0.0, 1.0]])), ValueError, r"logits\[0, 1\] = inf"),
     (dict(logits=torch.full((2, 3), -math.inf)), ValueError, r"logits\[0\] has no finite logit"),
     (dict(seed=torch.tensor(1.0)), TypeError, r"seed: expected an integer tensor"),
+    (dict(logits=torch.tensor([[0.0, 30.0], [0.0, 1.0]]),
+          filters=spec_edge.Filters(repetition_penalty=1e-38, prev_tokens=torch.tensor([1]))),
+     ValueError, r"logits\[0, 1\] = 30: the repetition penalty 1e-38 makes it \+inf"),
 ])
 def test_bad_input(kwargs, exc, match):
     args = dict(logits=torch.zeros(2, 4), temperature=1.0, seed=0, offset=0)

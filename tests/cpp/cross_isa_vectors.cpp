@@ -13,6 +13,7 @@
 
 #include "row_kernels.h"
 #include "spec_edge/attention.h"
+#include "spec_edge/numerics.h"
 #include "spec_edge/dispatch.h"
 #include "spec_edge/ops.h"
 #include "spec_edge/philox.h"
@@ -241,8 +242,13 @@ int main() {
           const char* p = static_cast<const char*>(r.data);
           const char* x = static_cast<const char*>(l.data);
           const MaxResult mx = k.logit_max(x, V);
-          return fmt(" %a %a %a", k.prob_mass(p, V, -1).mass, k.prob_mass(p + elem * V, V, 0).mass,
-                     k.exp_mass(x, V, ExpMap{mx.max, 1.0f / 0.7f, {}}, nullptr));
+          const ExpMap e{mx.max, 1.0f / 0.7f, {}};
+          std::vector<float> refs((V + 63) / 64), bounds(refs.size());
+          k.bound_pass(x, V, {}, e.inv_temp * kBoundScale, refs.data(), bounds.data());
+          double bound_total = 0.0;
+          for (size_t b = 0; b < bounds.size(); ++b) bound_total += static_cast<double>(bounds[b]) * (b + 1) + refs[b];
+          return fmt(" %a %a %a %a", k.prob_mass(p, V, -1).mass, k.prob_mass(p + elem * V, V, 0).mass,
+                     k.exp_mass(x, V, e, nullptr), bound_total);
         }).c_str());
       }
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "row_kernels.h"
+#include "spec_edge/numerics.h"
 #include "spec_edge/dispatch.h"
 
 namespace spec_edge {
@@ -164,6 +165,15 @@ TEST_P(PathTest, IdenticalToReference) {
             const int64_t drawn = ref.exp_scan(pd, n, ep, nullptr, t);
             ASSERT_EQ(k->exp_scan(pd, n, ep, nullptr, t), drawn) << where;
             ASSERT_EQ(k->exp_scan(pd, n, ep, sums.data(), t), drawn) << where;
+            const float a = (1.0f / T) * kBoundScale;
+            std::vector<float> refs(sums.size()), bounds(sums.size()), refs_got(sums.size()), bounds_got(sums.size());
+            const MaxResult bp = ref.bound_pass(pd, n, patches, a, refs.data(), bounds.data());
+            const MaxResult bg = k->bound_pass(pd, n, patches, a, refs_got.data(), bounds_got.data());
+            ASSERT_TRUE(bp.clean && bg.clean) << where;
+            ASSERT_EQ(bp.max, pmax) << where;
+            ASSERT_EQ(bg.max, pmax) << where;
+            ASSERT_EQ(refs_got, refs) << where;
+            ASSERT_EQ(bounds_got, bounds) << where << " T=" << T;
             if (!mq.clean) continue;
             const float a1 = static_cast<float>(1.0 / P), b1 = static_cast<float>(1.0 / ref.exp_mass(qd, n, eq, nullptr));
             const double R = ref.exp_residual_mass(pd, qd, n, ep, eq, a1, b1);
@@ -194,6 +204,10 @@ TEST_P(PathTest, NanAndInfinityPolicy) {
         EXPECT_EQ(a.index, ar.index);
         EXPECT_EQ(a.nan_at, ar.nan_at);
         EXPECT_EQ(k->logit_max(v.data(), n).clean, ref.logit_max(v.data(), n).clean);
+        std::vector<float> refs((n + 63) / 64), sums(refs.size());
+        const bool bound_clean = k->bound_pass(v.data(), n, {}, kBoundScale, refs.data(), sums.data()).clean;
+        EXPECT_EQ(bound_clean, ref.bound_pass(v.data(), n, {}, kBoundScale, refs.data(), sums.data()).clean);
+        EXPECT_EQ(bound_clean, !(bad != bad || bad == inf)) << "n=" << n << " at=" << at;
         std::vector<int64_t> idx(n);
         std::vector<float> val(n);
         EXPECT_EQ(k->collect(v.data(), n, ExpMap{}, 0.0f, idx.data(), val.data()).clean,

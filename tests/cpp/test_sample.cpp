@@ -3,6 +3,8 @@
 #include <limits>
 #include <random>
 
+#include "filters.h"
+#include "row_kernels.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/philox.h"
 #include "test_helpers.h"
@@ -20,8 +22,9 @@ SampleParams params(const std::vector<float>& T, const int64_t* seed, const int6
   return p;
 }
 
-// sample is accept with K = 0 on the softmax numerators, drawing with Philox draw 0 of its row.
-TEST(Sample, IsTheBonusDrawOfAcceptOnSoftmaxNumerators) {
+// sample is reference_draw on the row's scaled logits with the Philox draws 0, 1, 2, ... of its
+// row.
+TEST(Sample, IsTheReferenceDrawWithPhiloxUniforms) {
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 3.0f);
   for (int64_t V : {1, 7, 64, 65, 1000}) {
@@ -37,20 +40,65 @@ TEST(Sample, IsTheBonusDrawOfAcceptOnSoftmaxNumerators) {
     ASSERT_TRUE(sample(rows(logits, B, 1, V), params(T, &seed, &offset), drawn.data()).is_ok());
     for (int64_t b = 0; b < B; ++b) {
       const float* x = &logits[b * V];
-      std::vector<float> e(x, x + V);
       if (T[b] > 0) {
-        const float m = *std::max_element(x, x + V);
-        for (int64_t j = 0; j < V; ++j) e[j] = exp_nonpositive((x[j] - m) * (1.0f / T[b]));
-        int64_t n = -1, next = -1;
-        ASSERT_TRUE(accept(rows(e, 1, 1, V), nullptr, tokens({}, 1, 0),
-                           uniforms({philox_uniform(seed, offset, b, 0)}, 1, 1), {&n, &next})
-                        .is_ok());
-        EXPECT_EQ(drawn[b], next) << "b=" << b << " V=" << V;
+        uint64_t draw = 0;
+        const auto next = [&] { return philox_uniform(seed, offset, b, draw++); };
+        EXPECT_EQ(drawn[b], reference_draw(std::vector<float>(x, x + V), T[b], next))
+            << "b=" << b << " V=" << V;
       } else {
         EXPECT_EQ(drawn[b], std::max_element(x, x + V) - x);
       }
       EXPECT_NE(x[drawn[b]], -INFINITY);
     }
+  }
+}
+
+// The rejection step and its fallback: on rows where most proposals are rejected (every
+// logit where the bound is loosest), sample still matches the definition, including rows
+// that reach the exact fallback.
+TEST(Sample, RejectionsAndTheFallbackFollowTheDefinition) {
+  const int64_t V = 200, B = 64;
+  // d / ln 2 with fractional part about 0.53 maximizes bound / exp (about 1.0615).
+  std::vector<float> logits(B * V);
+  std::mt19937 rng(4);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < V; ++j)
+      logits[b * V + j] = j == 0 ? 0.0f : -0.6931472f * (static_cast<float>(rng() % 8) + 0.53f);
+  const std::vector<float> T(1, 1.0f);
+  int rejected = 0;
+  for (int64_t offset = 0; offset < 40; ++offset) {
+    const int64_t seed = 3;
+    std::vector<int64_t> drawn(B);
+    SampleParams p;
+    p.temperature = {T.data(), 1};
+    p.seed = {&seed, 1};
+    p.offset = {&offset, 1};
+    ASSERT_TRUE(sample(rows(logits, B, 1, V), p, drawn.data()).is_ok());
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<float> d(logits.begin() + b * V, logits.begin() + (b + 1) * V);
+      uint64_t draw = 0;
+      const auto next = [&] { return philox_uniform(seed, offset, b, draw++); };
+      ASSERT_EQ(drawn[b], reference_draw(d, 1.0f, next)) << "b=" << b << " offset=" << offset;
+      rejected += draw > 2;
+    }
+  }
+  EXPECT_GT(rejected, 0);
+  // The fallback (after 0, 1 or 2 rejected proposals here; 16 in the ops), on every path.
+  for (const char* isa : {"scalar", "sse2", "avx2", "neon"}) {
+    const RowKernels* k = row_kernels_for(isa, DType::kFloat32);
+    if (k == nullptr) continue;
+    for (int max_proposals : {0, 1, 2})
+      for (int64_t b = 0; b < B; ++b) {
+        std::vector<float> d(logits.begin() + b * V, logits.begin() + (b + 1) * V);
+        RowSampling rs;
+        FilteredRow row;
+        ASSERT_TRUE(row.build(*k, d.data(), V, rs, {}, {"logits", b, -1}).is_ok());
+        DrawStream stream{5, static_cast<uint64_t>(b), 0, philox_uniform(5, b, 0, 0), 1};
+        uint64_t draw = 0;
+        const auto next = [&] { return philox_uniform(5, b, 0, draw++); };
+        ASSERT_EQ(row.sample(*k, stream, max_proposals), reference_draw(d, 1.0f, next, max_proposals))
+            << isa << " b=" << b << " max_proposals=" << max_proposals;
+      }
   }
 }
 

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -43,8 +44,10 @@ VerifyParams params(const Case& c, const int64_t* seed, const int64_t* offset) {
   return p;
 }
 
-// verify is accept applied to softmax numerators at temperature T with Philox uniforms, and
-// verify_greedy at T = 0: the same bits, row by row, for ragged K and per-row temperature.
+// verify is accept applied to softmax numerators at temperature T with Philox uniforms (its
+// acceptance decisions and residual draws; the draw after a fully accepted draft is
+// reference_draw), and verify_greedy at T = 0: the same bits, row by row, for ragged K and
+// per-row temperature.
 TEST(Verify, IsAcceptOnSoftmaxWithPhiloxUniforms) {
   std::mt19937 rng(11);
   for (int64_t V : {1, 5, 64, 65, 300}) {
@@ -80,6 +83,17 @@ TEST(Verify, IsAcceptOnSoftmaxWithPhiloxUniforms) {
         ASSERT_TRUE(accept(rows(p, 1, n + 1, V), ptr(rows(q, 1, n, V)), tokens(t, 1, n),
                            uniforms(u, 1, n + 1), {&n_ref, &next_ref})
                         .is_ok());
+        if (n_ref == n) {  // every draft token accepted: the draw from row n, uniform n first
+          const float* x = &c.target[(b * (K + 1) + n) * V];
+          uint64_t draw = K + 1;
+          bool first = true;
+          const auto next = [&] {
+            if (!first) return philox_uniform(seed, offset, b, draw++);
+            first = false;
+            return u[n];
+          };
+          next_ref = reference_draw(std::vector<float>(x, x + V), T, next);
+        }
       }
       EXPECT_EQ(len[b], n_ref) << "b=" << b << " V=" << V;
       for (int64_t j = 0; j <= K; ++j) {
@@ -88,6 +102,56 @@ TEST(Verify, IsAcceptOnSoftmaxWithPhiloxUniforms) {
       }
     }
   }
+}
+
+// verify decides most acceptances from bounds of the two row masses and computes the masses
+// only when the bounds leave it open: decisions near the boundary (draft close to target, so
+// p/q near 1 and many uniforms close to it) must equal the exact rule's. Rows of several
+// blocks, the maximum in a late block (blocks before it carry a scale).
+TEST(Verify, DecisionsFromMassBoundsEqualTheExactRule) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t B = 256, K = 1, V = 200, seed = 5;
+  std::vector<float> target(B * 2 * V), draft(B * V), T(1, 1.0f);
+  std::vector<int64_t> tokens(B);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t j = 0; j < 2 * V; ++j) target[b * 2 * V + j] = 0.5f * normal(rng) + (j % V == 150 ? 2.0f : 0.0f);
+    for (int64_t j = 0; j < V; ++j) draft[b * V + j] = target[b * 2 * V + j] + 0.1f * normal(rng);
+    tokens[b] = static_cast<int64_t>(rng() % V);
+  }
+  int64_t checked = 0, rejected = 0;
+  for (int64_t offset = 0; offset < 16; ++offset) {
+    VerifyParams p;
+    p.temperature = {T.data(), 1};
+    p.seed = {&seed, 1};
+    p.offset = {&offset, 1};
+    std::vector<int64_t> len(B), out(B * 2);
+    ASSERT_TRUE(verify(rows(target, B, 2, V), rows(draft, B, 1, V), testing::tokens(tokens, B, 1), p,
+                       {len.data(), out.data(), 2})
+                    .is_ok());
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<float> e(2 * V), f(V);
+      for (int64_t i = 0; i < 2; ++i) {
+        const float* x = &target[(b * 2 + i) * V];
+        const float m = *std::max_element(x, x + V);
+        for (int64_t j = 0; j < V; ++j) e[i * V + j] = exp_nonpositive((x[j] - m) * 1.0f);
+      }
+      const float* y = &draft[b * V];
+      const float mq = *std::max_element(y, y + V);
+      for (int64_t j = 0; j < V; ++j) f[j] = exp_nonpositive((y[j] - mq) * 1.0f);
+      int64_t n = -1, next = -1;
+      ASSERT_TRUE(accept(rows(e, 1, 2, V), ptr(rows(f, 1, 1, V)), testing::tokens({tokens[b]}, 1, 1),
+                         uniforms({philox_uniform(seed, offset, b, 0), philox_uniform(seed, offset, b, 1)}, 1, 2),
+                         {&n, &next})
+                      .is_ok());
+      ASSERT_EQ(len[b], n) << "b=" << b << " offset=" << offset;
+      if (n == 0) ASSERT_EQ(out[b * 2], next) << "b=" << b << " offset=" << offset;
+      ++checked;
+      rejected += n == 0;
+    }
+  }
+  EXPECT_EQ(checked, 16 * B);
+  EXPECT_GT(rejected, checked / 50);  // the test exercises both outcomes
 }
 
 TEST(Verify, SameSeedSameTokensOtherOffsetOtherTokens) {

@@ -105,7 +105,7 @@ struct MaxScan {
 // The row passes every path builds the same way from its block fills. `Path` provides Elem (the
 // row's element type), Block, sum(block) (the fold), load, max_scan(x, n),
 // first_index_of(x, n, value), prob_mass, collect, block_max(block, m) (the maximum of the
-// first m values), and the fills, each writing the m values of the block at `base` and zeros
+// first m values), block_bound (see bound_pass), and the fills, each writing the m values of the block at `base` and zeros
 // past them:
 //   fill_probs(x, exclude, base, m, s), fill_exp(x, map, base, m, s) (patches applied),
 //   fill_prob_residual(p, q, a, b, base, m, s), fill_exp_residual(p, q, mp, mq, a, b, base, m, s).
@@ -171,6 +171,20 @@ struct BlockPasses {
         n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); },
         target, sums);
   }
+  // Each path's BoundState holds the running maximum (max()) and whether a NaN was seen (nan());
+  // block_bound(x, patches, base, m, a, state) folds the block's patched values into it and
+  // returns the fold of their bounds relative to the updated maximum, in one read.
+  static MaxResult bound_pass(const void* x, int64_t n, Patches patches, float a, float* ref,
+                              float* sum) {
+    typename Path::BoundState state;
+    for (int64_t base = 0; base < n; base += kBlock) {
+      sum[base / kBlock] =
+          Path::block_bound(row(x), patches, base, n - base < kBlock ? n - base : kBlock, a, state);
+      ref[base / kBlock] = state.max();
+    }
+    const float max = state.max();
+    return MaxResult{max, !(state.nan() || max == std::numeric_limits<float>::infinity())};
+  }
   static double prob_residual_mass(const void* p, const void* q, int64_t n, float a, float b) {
     return mass(n, [&](int64_t base, int64_t m, Block& s) {
       Path::fill_prob_residual(row(p), row(q), a, b, base, m, s);
@@ -204,9 +218,9 @@ struct BlockPasses {
   static RowKernels table() {
     return RowKernels{argmax,             Path::prob_mass,    prob_scan,
                       logit_max,          exp_mass,           exp_scan,
-                      prob_residual_mass, prob_residual_scan, exp_residual_mass,
-                      exp_residual_scan,  Path::load,         patched_max,
-                      Path::collect,      Path::exp_values};
+                      bound_pass,         prob_residual_mass, prob_residual_scan,
+                      exp_residual_mass,  exp_residual_scan,  Path::load,
+                      patched_max,        Path::collect,      Path::exp_values};
   }
 };
 

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "spec_edge/numerics.h"
+#include "spec_edge/philox.h"
 
 namespace spec_edge {
 namespace {
@@ -272,8 +273,14 @@ Status FilteredRow::build(const RowKernels& k, const void* row, int64_t V, const
   patch_value_.clear();
   if (rs.penalty != 1.0f)
     for (const int64_t id : penalized_ids) {
+      const float x = k.load(row, id), y = apply_penalty(x, rs.penalty);
+      // x / penalty can overflow: a +inf logit has no softmax (NaN logits are refused later).
+      if (y == kInf && x < kInf)
+        return Status::error(Code::kInvalidArgument,
+                             "%s, %lld] = %g: the repetition penalty %g makes it +inf",
+                             where.prefix().c_str(), (ll)id, (double)x, (double)rs.penalty);
       patch_index_.push_back(id);
-      patch_value_.push_back(apply_penalty(k.load(row, id), rs.penalty));
+      patch_value_.push_back(y);
     }
   map_ = ExpMap{};
   map_.patches = Patches{patch_index_.data(), patch_value_.data(),
@@ -283,17 +290,14 @@ Status FilteredRow::build(const RowKernels& k, const void* row, int64_t V, const
   kept_.clear();
   kept_y_.clear();
   kept_num_.clear();
+  mass_known_ = true;
   if (rs.top_k > 0) return candidates_top_k(k, rs, where);
 
+  if (!explicit_) return build_bounds(k, where);
   const MaxResult mx = k.logit_max(row, V);
   if (!mx.clean) return bad_logit(k, row, V, where);
   map_.xmax = patched_row_max(k, row, V, mx.max, map_.patches);
   if (map_.xmax == -kInf) return no_finite_logit(where);
-  if (!explicit_) {
-    block_sums_.resize((V + kBlock - 1) / kBlock);
-    mass_ = k.exp_mass(row, V, map_, block_sums_.data());
-    return Status::ok();
-  }
   return candidates_by_mass(k, rs);
 }
 
@@ -398,8 +402,7 @@ Status FilteredRow::candidates_by_mass(const RowKernels& k, const RowSampling& r
   collected_.resize(V_);
   collected_value_.resize(V_);
   const bool top_p = rs.top_p < 1.0f;
-  block_sums_.resize((V_ + kBlock - 1) / kBlock);
-  const double Z = top_p ? k.exp_mass(row_, V_, map_, block_sums_.data()) : 0.0;
+  const double Z = top_p ? k.exp_mass(row_, V_, map_, nullptr) : 0.0;
   // Tokens below log(min_p) (with a margin far above the exp error) fail min-p.
   const float min_p_floor = rs.min_p > 0.0f ? std::log(rs.min_p) - 1e-3f : -kInf;
   // A first guess at the top-p boundary from a strided sample, lowered so that the candidates
@@ -471,18 +474,79 @@ void FilteredRow::finish(const RowSampling& rs, double Z) {
   mass_ = candidate_mass(kept_num_);
 }
 
+double DrawStream::operator()() {
+  if (!used_first) {
+    used_first = true;
+    return first;
+  }
+  return philox_uniform(seed, offset, row, next++);
+}
+
+double FilteredRow::mass(const RowKernels& k) {
+  if (!mass_known_) {
+    exact_sums_.resize((V_ + kBlock - 1) / kBlock);
+    mass_ = k.exp_mass(row_, V_, map_, exact_sums_.data());
+    mass_known_ = true;
+  }
+  return mass_;
+}
+
+// The bound pass gives block b's bounds relative to its running maximum ref[b]; scaled by
+// exp_upper_bound(ref[b] - ymax) (1 once ref[b] is the row's maximum), they bound the
+// numerators relative to ymax: the exponents add up to the numerator's plus twice the 2^-10
+// margin, and the float differences they come from differ from y - ymax by under 3e-5 in
+// the exponent.
+Status FilteredRow::build_bounds(const RowKernels& k, RowName where) {
+  const int64_t blocks = (V_ + kBlock - 1) / kBlock;
+  block_ref_.resize(blocks);
+  block_bound_.resize(blocks);
+  prefix_.resize(blocks + 1);
+  const float a = map_.inv_temp * kBoundScale;
+  const MaxResult mx = k.bound_pass(row_, V_, map_.patches, a, block_ref_.data(), block_bound_.data());
+  if (!mx.clean) return bad_logit(k, row_, V_, where);
+  if (mx.max == -kInf) return no_finite_logit(where);
+  map_.xmax = mx.max;
+  mass_known_ = false;
+  // Blocks at the row's maximum: bound <= kExpBoundRatio * numerator; earlier blocks, whose
+  // scale is itself a bound: the ratio squared. Both up to the folds' rounding (< 1e-6).
+  double lo = 0.0;
+  prefix_[0] = 0.0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const bool at_max = block_ref_[b] == mx.max;
+    const double w = static_cast<double>(block_bound_[b]) * block_scale(b);
+    prefix_[b + 1] = prefix_[b] + w;
+    lo += at_max ? w / kExpBoundRatio : w / (kExpBoundRatio * kExpBoundRatio);
+  }
+  bound_lo_ = lo * (1.0 - 1e-5);
+  return Status::ok();
+}
+
+double FilteredRow::block_scale(int64_t b) const {
+  const float ref = block_ref_[b];
+  return ref == map_.xmax ? 1.0
+                          : static_cast<double>(exp_upper_bound(ref - map_.xmax, map_.inv_temp * kBoundScale));
+}
+
+MassBounds FilteredRow::mass_bounds() const {
+  if (mass_known_) return MassBounds{mass_, mass_};
+  return MassBounds{bound_lo_, prefix_.back() * (1.0 + 1e-5)};
+}
+
+float FilteredRow::value(const RowKernels& k, int64_t t) const {
+  const int64_t i = find_sorted(patch_index_, t);
+  return i < 0 ? k.load(row_, t) : patch_value_[i];
+}
+
 float FilteredRow::numerator(const RowKernels& k, int64_t t) const {
   if (explicit_) {
     const int64_t i = find_sorted(kept_, t);
     return i < 0 ? 0.0f : kept_num_[i];
   }
-  const int64_t i = find_sorted(patch_index_, t);
-  const float y = i < 0 ? k.load(row_, t) : patch_value_[i];
-  return exp_nonpositive((y - map_.xmax) * map_.inv_temp);
+  return exp_nonpositive((value(k, t) - map_.xmax) * map_.inv_temp);
 }
 
 int64_t FilteredRow::draw(const RowKernels& k, double target) const {
-  if (!explicit_) return k.exp_scan(row_, V_, map_, block_sums_.data(), target);
+  if (!explicit_) return k.exp_scan(row_, V_, map_, exact_sums_.data(), target);
   double cum = 0.0;
   int64_t last = -1;
   for (size_t i = 0; i < kept_.size(); ++i) {
@@ -492,6 +556,42 @@ int64_t FilteredRow::draw(const RowKernels& k, double target) const {
     if (cum > target) return last;
   }
   return last;
+}
+
+// The proposal at `target` in [0, bound mass): the block whose running total first exceeds it
+// (binary search over the prefix sums), then the first token of the block at which the running
+// total of its bounds, in double from the block's start, does (the last token of the block if
+// rounding leaves none).
+int64_t FilteredRow::propose(const RowKernels& k, double target, double* bound) const {
+  const int64_t blocks = static_cast<int64_t>(block_ref_.size());
+  int64_t lo = 0, hi = blocks - 1;  // the first b with prefix[b + 1] > target
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (prefix_[mid + 1] > target) hi = mid;
+    else lo = mid + 1;
+  }
+  const int64_t base = lo * kBlock, end = std::min(V_, base + kBlock);
+  const float ref = block_ref_[lo], a = map_.inv_temp * kBoundScale;
+  const double scale = block_scale(lo);
+  double cum = prefix_[lo];
+  for (int64_t j = base; j < end; ++j) {
+    *bound = static_cast<double>(exp_upper_bound(value(k, j) - ref, a)) * scale;
+    cum += *bound;
+    if (cum > target) return j;
+  }
+  return end - 1;
+}
+
+int64_t FilteredRow::sample(const RowKernels& k, DrawStream& uniforms, int max_proposals) {
+  if (explicit_) return draw(k, uniforms() * mass_);
+  for (int n = 0; n < max_proposals; ++n) {
+    const double u = uniforms(), v = uniforms();
+    double bound = 0.0;
+    const int64_t j = propose(k, u * prefix_.back(), &bound);
+    if (v * bound < static_cast<double>(numerator(k, j))) return j;
+  }
+  const double u = uniforms();
+  return draw(k, u * mass(k));
 }
 
 void FilteredRow::write_scaled(float* out) const {

@@ -50,10 +50,28 @@ class PenalizedIds {
   std::vector<int64_t> ids_;
 };
 
+// The uniforms a row's draw consumes, in order: `first`, then draws `next`, next + 1, ... of
+// the Philox stream (seed, offset, row).
+struct DrawStream {
+  uint64_t seed, offset;
+  uint32_t row;
+  double first;
+  uint64_t next;
+  bool used_first = false;
+  double operator()();
+};
+
+// A rigorous interval around the mass a row's exact pass computes.
+struct MassBounds {
+  double lo, hi;
+};
+
 // One logit row under the filters: its numerators exp_nonpositive((y - ymax) / T) (y: the
-// penalized logits), restricted to the kept set and summed into `mass`. Any of top-k, top-p,
-// min-p makes the kept set explicit (`kept`, ascending, with its numerators); otherwise every
-// token is kept and the row is read through `map`. Not copyable: `map` points into it.
+// penalized logits), restricted to the kept set. Any of top-k, top-p, min-p makes the kept set
+// explicit (`kept`, ascending, with its numerators and their mass); otherwise every token is
+// kept, the row is read through `map`, and building it costs one read of the row: the bound
+// pass (its maximum and block sums of exp_upper_bound; the exact mass is computed only when
+// asked for). Not copyable: `map` points into it.
 class FilteredRow {
  public:
   FilteredRow() = default;
@@ -64,13 +82,26 @@ class FilteredRow {
   Status build(const RowKernels& k, const void* row, int64_t V, const RowSampling& rs,
                const std::vector<int64_t>& penalized, RowName where);
 
-  double mass() const { return mass_; }
+  // The sum of the kept numerators (one exp pass, once, for a row that is not explicit).
+  double mass(const RowKernels& k);
+  // Bounds of mass(k) without computing it: exact for an explicit row or once mass(k) is known;
+  // else from the bound pass (each numerator within kExpBoundRatio, or its square, of its
+  // bound).
+  MassBounds mass_bounds() const;
   bool explicit_set() const { return explicit_; }
   const ExpMap& map() const { return map_; }
   // The numerator of token t (0 outside the kept set).
   float numerator(const RowKernels& k, int64_t t) const;
-  // Inverse CDF: the kept token at which the running numerator sum first exceeds `target`.
+  // Inverse CDF: the kept token at which the running numerator sum first exceeds `target`
+  // (a fraction of mass(k), which must be known).
   int64_t draw(const RowKernels& k, double target) const;
+  // A token drawn with probability numerator / mass. An explicit row: draw(k, u * mass) with the
+  // first uniform. Otherwise by rejection, without the exact mass: propose j by the inverse CDF
+  // of the scaled block bounds (uniform u), accept it when v * bound(j) < numerator(j) (uniform
+  // v); after kMaxProposals rejections (each below 0.12 likely), the exact inverse CDF with the
+  // next uniform. `max_proposals` lowers the limit (tests of the fallback).
+  static constexpr int kMaxProposals = 16;
+  int64_t sample(const RowKernels& k, DrawStream& uniforms, int max_proposals = kMaxProposals);
   // filter_logits' row: `out` holds the row's logits as float on entry; kept tokens become
   // y / T, the others -inf.
   void write_scaled(float* out) const;
@@ -88,18 +119,25 @@ class FilteredRow {
   void finish(const RowSampling& rs, double Z);
   double residual_walk(const FilteredRow& q, float a, float b, double target,
                        int64_t* token) const;
+  float value(const RowKernels& k, int64_t t) const;  // y[t]: the logit, patched
+  Status build_bounds(const RowKernels& k, RowName where);
+  double block_scale(int64_t b) const;
+  int64_t propose(const RowKernels& k, double target, double* bound) const;
 
   const void* row_ = nullptr;
   int64_t V_ = 0;
   float temperature_ = 1.0f;
   ExpMap map_;
   bool explicit_ = false;
-  double mass_ = 0.0;
+  bool mass_known_ = false;
+  double mass_ = 0.0, bound_lo_ = 0.0;
   std::vector<int64_t> patch_index_;
   std::vector<float> patch_value_;
   std::vector<int64_t> collected_;  // scratch for the collect pass
   std::vector<float> collected_value_;
-  std::vector<float> block_sums_;  // of the unfiltered mass, for the draw
+  std::vector<float> exact_sums_;               // block sums of the exp pass, for draw()
+  std::vector<float> block_ref_, block_bound_;  // the bound pass, per block
+  std::vector<double> prefix_;                  // running totals of the scaled block bounds
   std::vector<int64_t> kept_;
   std::vector<float> kept_y_, kept_num_;
   std::vector<uint32_t> keys_;

@@ -139,6 +139,17 @@ bool accept_token(double u, double pt, double P, double qt, double Q) {
   return pt > 0.0 && u * qt * P <= pt * Q;
 }
 
+// accept_token's decision when P and Q are only known to lie in their bounds: settled when the
+// comparison comes out the same at both ends (rounding is monotone, so the ends bound the
+// exact comparison's operands).
+enum class Decision { kAccept, kReject, kUnknown };
+Decision accept_within(double u, double pt, MassBounds P, double qt, MassBounds Q) {
+  if (!(pt > 0.0)) return Decision::kReject;
+  if (u * qt * P.hi <= pt * Q.lo) return Decision::kAccept;
+  if (u * qt * P.lo > pt * Q.hi) return Decision::kReject;
+  return Decision::kUnknown;
+}
+
 }  // namespace
 
 Status verify_greedy(const Rows& target, const Tokens& draft_tokens, VerifyResult out) {
@@ -258,11 +269,21 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
         const void* q = row_bytes(draft, b, i);
         SPEC_EDGE_RETURN_IF_ERROR(fp.build(k, p, V, rs, seen.ids(), {"target_logits", b, i}));
         SPEC_EDGE_RETURN_IF_ERROR(fq.build(k, q, V, rs, seen.ids(), {"draft_logits", b, i}));
-        const double P = fp.mass(), Q = fq.mass();
-        if (accept_token(u(i), fp.numerator(k, t), P, fq.numerator(k, t), Q)) {
+        const double pt = fp.numerator(k, t), qt = fq.numerator(k, t);
+        // Bounds first; the target's mass, then the draft's, only while they cannot decide.
+        Decision d = accept_within(u(i), pt, fp.mass_bounds(), qt, fq.mass_bounds());
+        if (d == Decision::kUnknown) {
+          fp.mass(k);
+          d = accept_within(u(i), pt, fp.mass_bounds(), qt, fq.mass_bounds());
+        }
+        if (d == Decision::kUnknown)
+          d = accept_token(u(i), pt, fp.mass(k), qt, fq.mass(k)) ? Decision::kAccept
+                                                                 : Decision::kReject;
+        if (d == Decision::kAccept) {
           seen.insert(t);
           continue;
         }
+        const double P = fp.mass(k), Q = fq.mass(k);
         const float a = static_cast<float>(1.0 / P), c = static_cast<float>(1.0 / Q);
         double R = 0.0;
         if (fp.explicit_set()) {
@@ -279,7 +300,9 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
       if (n == n_draft) {
         SPEC_EDGE_RETURN_IF_ERROR(
             fp.build(k, row_bytes(target, b, n_draft), V, rs, seen.ids(), {"target_logits", b, n_draft}));
-        token = fp.draw(k, u_last * fp.mass());
+        DrawStream uniforms{seed, offset, static_cast<uint32_t>(b), u_last,
+                            static_cast<uint64_t>(K + 1)};
+        token = fp.sample(k, uniforms);
       }
     }
     int64_t* row = out.tokens + b * out.tokens_stride;
@@ -326,10 +349,11 @@ Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
       continue;
     }
     SPEC_EDGE_RETURN_IF_ERROR(f.build(k, row, V, rs, seen.ids(), {"logits", b, -1}));
-    const double u = philox_uniform(static_cast<uint64_t>(params.seed.at(b)),
-                                    static_cast<uint64_t>(params.offset.at(b)),
-                                    static_cast<uint32_t>(b), 0);
-    tokens[b] = f.draw(k, u * f.mass());
+    const uint64_t seed = static_cast<uint64_t>(params.seed.at(b));
+    const uint64_t offset = static_cast<uint64_t>(params.offset.at(b));
+    DrawStream uniforms{seed, offset, static_cast<uint32_t>(b),
+                        philox_uniform(seed, offset, static_cast<uint32_t>(b), 0), 1};
+    tokens[b] = f.sample(k, uniforms);
   }
   return Status::ok();
 }

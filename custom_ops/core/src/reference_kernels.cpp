@@ -96,6 +96,27 @@ struct Reference {
     pad(s, m);
   }
 
+  // One block of bound_pass (block_reduce.h). While the running maximum is -inf (every value
+  // so far -inf or NaN), y - max is NaN and its bound that of -87.
+  struct BoundState {
+    float running = -kInf;
+    bool seen_nan = false;
+    float max() const { return running; }
+    bool nan() const { return seen_nan; }
+  };
+  static float block_bound(const T* x, const Patches& p, int64_t base, int64_t m, float a,
+                           BoundState& st) {
+    float s[kBlock];
+    fill_patched(x, p, base, m, s);
+    for (int64_t j = 0; j < m; ++j) {
+      st.running = s[j] > st.running ? s[j] : st.running;
+      st.seen_nan |= s[j] != s[j];
+    }
+    for (int64_t j = 0; j < m; ++j) s[j] = exp_upper_bound(s[j] - st.running, a);
+    pad(s, m);
+    return fold_block(s);
+  }
+
   static float block_max(const float* s, int64_t m) {
     float r = -kInf;
     for (int64_t j = 0; j < m; ++j) r = s[j] > r ? s[j] : r;

@@ -57,6 +57,12 @@ struct RowKernels {
   // exp_scan reads them instead of recomputing every block.
   double (*exp_mass)(const void* x, int64_t n, ExpMap map, float* block_sums);
   int64_t (*exp_scan)(const void* x, int64_t n, ExpMap map, const float* block_sums, double target);
+  // One pass over a logit row with the patches applied (the rejection sampler's proposal): the
+  // maximum (clean: false on NaN or +inf) and, per block b, ref[b], the running maximum of the
+  // row through block b, and sum[b], the fold of exp_upper_bound(y - ref[b], a) over the block
+  // (0 while ref[b] is -inf). Room for ceil(n / kBlock) in each.
+  MaxResult (*bound_pass)(const void* x, int64_t n, Patches patches, float a, float* ref,
+                          float* sum);
   double (*prob_residual_mass)(const void* p, const void* q, int64_t n, float a, float b);
   int64_t (*prob_residual_scan)(const void* p, const void* q, int64_t n, float a, float b,
                                 double target);

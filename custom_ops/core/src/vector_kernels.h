@@ -6,6 +6,7 @@
 // that code compiled for one ISA is never shared with another translation unit.
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -40,6 +41,7 @@ struct VectorKernels {
   using I = typename Vec<W>::i;
   using U = typename Vec<W>::u;
   static constexpr int kVecs = static_cast<int>(kBlock) / W;  // vectors per block
+  static constexpr size_t kPrefetchBlocks = 8;  // how far ahead the bound pass prefetches
   using Block = F[kVecs];
 
   static F splat(float x) { return F{} + x; }
@@ -75,6 +77,48 @@ struct VectorKernels {
     return keep(in_range, p * (F)bits);
   }
 
+  // exp_upper_bound of numerics.h, lane-wise (the float-to-int conversion truncates, as the
+  // scalar cast does).
+  static F exp_bound(F s, F a) {
+    const F t = s * a;
+    return (F)(__builtin_convertvector(greater_or(t, splat(kBoundFloor)), I) + kBoundBias);
+  }
+
+  // Lanes where a or b is NaN, as one compare on x86 (NEON's lane_max carries NaN instead).
+  static I unordered(F a, F b) {
+#if defined(__AVX2__)
+    if constexpr (W == 8) return (I)_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_UNORD_Q);
+#endif
+#if defined(__SSE2__)
+    if constexpr (W == 4) return (I)_mm_cmpunord_ps((__m128)a, (__m128)b);
+#endif
+#if defined(__ARM_NEON)
+    if constexpr (W == 4) return I{};
+#endif
+    return (a != a) | (b != b);
+  }
+  // The lane-wise maximum (exact; a NaN operand is dropped on x86, carried on NEON).
+  static F lane_max(F a, F b) {
+#if defined(__ARM_NEON)
+    if constexpr (W == 4) return (F)vmaxq_f32((float32x4_t)a, (float32x4_t)b);
+#endif
+    return greater_or(a, b);
+  }
+
+  // a > b ? a : b (b for a NaN a), as one max instruction.
+  static F greater_or(F a, F b) {
+#if defined(__AVX2__)
+    if constexpr (W == 8) return (F)_mm256_max_ps((__m256)a, (__m256)b);
+#endif
+#if defined(__SSE2__)
+    if constexpr (W == 4) return (F)_mm_max_ps((__m128)a, (__m128)b);
+#endif
+#if defined(__ARM_NEON)
+    if constexpr (W == 4) return (F)vmaxnmq_f32((float32x4_t)a, (float32x4_t)b);
+#endif
+    return select(a > b, a, b);
+  }
+
   // The halving fold of numerics.h: vector k holds elements W*k .. W*k+W-1, so folding vector
   // k with vector k + half adds element j to element j + 32, then j + 16, ...; the last
   // vector's lanes are folded the same way.
@@ -83,11 +127,21 @@ struct VectorKernels {
     for (int k = 0; k < kVecs; ++k) t[k] = s[k];
     for (int h = kVecs / 2; h >= 1; h /= 2)
       for (int k = 0; k < h; ++k) t[k] = t[k] + t[k + h];
-    float lanes[W];
-    std::memcpy(lanes, &t[0], sizeof lanes);
-    for (int h = W / 2; h >= 1; h /= 2)
-      for (int j = 0; j < h; ++j) lanes[j] = lanes[j] + lanes[j + h];
-    return lanes[0];
+    return fold_lanes(t[0]);
+  }
+  // Lane j plus lane j + W/2, then j + W/4, ...: the halves as shuffles, in registers.
+  static float fold_lanes(F v) {
+    typedef float f4 __attribute__((vector_size(16)));
+    typedef float f2 __attribute__((vector_size(8)));
+    f4 v4;
+    if constexpr (W == 8) {
+      v4 = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+    } else {
+      static_assert(W == 4, "vectors of 4 or 8 floats");
+      v4 = v;
+    }
+    const f2 v2 = __builtin_shufflevector(v4, v4, 0, 1) + __builtin_shufflevector(v4, v4, 2, 3);
+    return v2[0] + v2[1];
   }
 
   // W consecutive elements as floats (exact conversions).
@@ -131,13 +185,19 @@ struct VectorKernels {
     for (int k = 0; k < kVecs; ++k) s[k] = load(buf + W * k);
   }
 
-  // Zeroes lanes past m (for maps whose value at a padding 0 is not 0, e.g. exp).
+  // Lane indices 0 .. W-1.
+  static I iota() {
+    I v;
+    for (int l = 0; l < W; ++l) v[l] = l;
+    return v;
+  }
+
+  // Zeroes lanes past m (for maps whose value at a padding 0 is not 0, e.g. exp); lane masks
+  // rather than stores, so a block can stay in registers.
   static void clear_tail(F* s, int64_t m) {
     if (m == kBlock) return;
-    alignas(64) float buf[kBlock];
-    std::memcpy(buf, s, sizeof buf);
-    for (int64_t j = m; j < kBlock; ++j) buf[j] = 0.0f;
-    std::memcpy(s, buf, sizeof buf);
+    const I lanes = iota();
+    for (int k = 0; k < kVecs; ++k) s[k] = keep(lanes + W * k < static_cast<int32_t>(m), s[k]);
   }
 
   template <class T>
@@ -252,7 +312,10 @@ struct VectorKernels {
 
     static void fill_patched(const T* x, const Patches& p, int64_t base, int64_t m, F* s) {
       load_block(x + base, m, s);
-      apply_patches(p, base, m, [&](int64_t j, float v) { s[j / W][j % W] = v; });
+      apply_patches(p, base, m, [&](int64_t j, float v) {  // lane selects, no stores
+        const I lanes = iota();
+        for (int k = 0; k < kVecs; ++k) s[k] = select(lanes + W * k == static_cast<int32_t>(j), splat(v), s[k]);
+      });
     }
 
     static float block_max(const F* s, int64_t m) {
@@ -345,6 +408,81 @@ struct VectorKernels {
       const F xmax = splat(e.xmax), inv_temp = splat(e.inv_temp);
       for (int k = 0; k < kVecs; ++k) s[k] = exp((s[k] - xmax) * inv_temp);
       clear_tail(s, m);
+    }
+
+    // One block of bound_pass (block_reduce.h): the block's maximum with the max scan's step,
+    // reduced across lanes by shuffles and folded into the running maximum, all in vector
+    // registers (no scalar step between blocks), then the bounds, in one read of the block.
+    struct BoundState {
+      F running = splat(-kInfinity);  // every lane holds the running maximum
+      I nan_lanes = {};
+      float max() const { return running[0]; }
+      bool nan() const {
+        bool any = false;
+        for (int l = 0; l < W; ++l) any |= nan_lanes[l] != 0;
+        return any;
+      }
+    };
+    // Inlined so that GCC keeps the state in registers across blocks (on aarch64 it would not).
+    __attribute__((always_inline)) static float block_bound(const T* x, const Patches& p,
+                                                             int64_t base, int64_t m, float a,
+                                                             BoundState& st) {
+      if (m == kBlock && p.count == 0) return whole_block_bound(x + base, a, st);
+      F s[kVecs], t[kVecs];
+      fill_patched(x, p, base, m, s);
+      const I lanes = iota();
+      // Lanes past m hold -inf, out of the maximum and with a bound in range (cleared below).
+      for (int k = 0; k < kVecs; ++k)
+        t[k] = s[k] = select(lanes + W * k < static_cast<int32_t>(m), s[k], splat(-kInfinity));
+      fold_max(t, st);
+      const F va = splat(a);
+      for (int k = 0; k < kVecs; ++k) s[k] = exp_bound(s[k] - st.running, va);
+      clear_tail(s, m);
+      return fold(s);
+    }
+
+    // A whole block without patches, read twice from the row (the second time from L1) so
+    // that neither step holds all of it in registers.
+    static float whole_block_bound(const T* x, float a, BoundState& st) {
+      // The block kPrefetchBlocks ahead, so that its reads overlap this block's arithmetic
+      // (the hardware prefetcher alone leaves the pass waiting on memory). Past the row's end
+      // this is harmless: prefetches do not fault.
+      const uintptr_t ahead = reinterpret_cast<uintptr_t>(x) + kPrefetchBlocks * kBlock * sizeof(T);
+      for (size_t off = 0; off < kBlock * sizeof(T); off += 64)
+        __builtin_prefetch(reinterpret_cast<const void*>(ahead + off));
+      F t[kVecs];
+      for (int k = 0; k < kVecs; ++k) t[k] = load_elems(x + W * k);
+      fold_max(t, st);
+      const F va = splat(a);
+      F s[kVecs];
+      for (int k = 0; k < kVecs; ++k) s[k] = exp_bound(load_elems(x + W * k) - st.running, va);
+      return fold(s);
+    }
+
+    // Folds the maximum of t[0..kVecs) into the state (t is overwritten): a tree of maxima
+    // (short dependency chains), NaN noted pairwise on x86, whose max drops it, and carried
+    // into the maximum by NEON's.
+    static void fold_max(F* t, BoundState& st) {
+      for (int k = 0; k < kVecs / 2; ++k) {
+        st.nan_lanes |= unordered(t[2 * k], t[2 * k + 1]);
+        t[k] = lane_max(t[2 * k], t[2 * k + 1]);
+      }
+      for (int h = kVecs / 4; h >= 1; h /= 2)
+        for (int k = 0; k < h; ++k) t[k] = lane_max(t[k], t[k + h]);
+      st.nan_lanes |= t[0] != t[0];
+      st.running = greater_or(all_lanes_max(t[0]), st.running);
+    }
+
+    // The maximum of the lanes, in every lane (a NaN lane is dropped: fold_max has noted it).
+    static F all_lanes_max(F v) {
+      if constexpr (W == 8) {
+        v = greater_or(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3));
+        v = greater_or(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5));
+        return greater_or(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6));
+      } else {
+        v = greater_or(v, __builtin_shufflevector(v, v, 2, 3, 0, 1));
+        return greater_or(v, __builtin_shufflevector(v, v, 1, 0, 3, 2));
+      }
     }
 
     static void residual(F* s, const F* t, float a, float b) {

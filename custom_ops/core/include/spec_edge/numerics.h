@@ -49,4 +49,24 @@ static inline float exp_nonpositive(float d) {
   return d >= -87.0f ? p * scale : 0.0f;
 }
 
+// An upper bound of exp_nonpositive(s * inv_temp) for s = y - ymax <= 0 (s may be -inf), cheap
+// enough that a pass over a row costs little more than reading it (five vector operations per
+// lane): the float whose bits are trunc(t) + bias, t = max(s * a, -87 * a0), a = inv_temp * a0,
+// a0 = 2^23 / ln 2 (rounded down), bias = the exponent bias plus 2^-10 * 2^23. That float is
+// 2^floor(u) * (1 + frac(u)) at u = s * inv_temp / ln 2 + 2^-10; the chord 1 + f lies above 2^f
+// on [0, 1], and the 2^-10 margin covers every rounding (of t, of the truncation, of
+// exp_nonpositive itself: all below 3e-5 in u), so
+//   exp_nonpositive(d) <= bound <= kExpBoundRatio * exp_nonpositive(d),  d = s * inv_temp,
+// wherever exp_nonpositive(d) is nonzero (tested). The proposal weights of the rejection sampler
+// (filters.cpp) and the bounds of a row's mass.
+constexpr double kExpBoundRatio = 1.0625;
+constexpr float kBoundScale = 12102203.0f;           // a0
+constexpr float kBoundFloor = -87.0f * kBoundScale;  // t at d = -87, below which exp is 0
+constexpr int32_t kBoundBias = (127 << 23) + 8192;
+static inline float exp_upper_bound(float s, float a) {
+  const float t = s * a;
+  const float clamped = t > kBoundFloor ? t : kBoundFloor;
+  return bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(clamped) + kBoundBias));
+}
+
 }  // namespace spec_edge

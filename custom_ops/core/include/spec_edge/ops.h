@@ -80,11 +80,13 @@ Status verify(const Rows& target_logits, const Rows& draft_logits, const Tokens&
               const VerifyParams& params, VerifyOutput out);
 
 // sample(logits [B, V], temperature [1|B], seed [1|B], offset [1|B]) -> tokens [B]
-// temperature == 0: argmax (ties to the lowest index). temperature = T > 0: the token drawn from
-// softmax(logits / T) -- the numerators exp_nonpositive((x - max) * (1/T)) of `verify` -- by
-// inverse CDF with draw 0 of the Philox stream (seed[b], offset[b], row b). Masked (-inf) logits
-// are never drawn. Use offsets distinct from the ones given to `verify`. With filters, the
-// token is drawn from the kept set of `filter_logits` (numerators as above).
+// temperature == 0: argmax (ties to the lowest index). temperature = T > 0: a token drawn from
+// softmax(logits / T) -- the numerators exp_nonpositive((x - max) * (1/T)) of `verify` -- with
+// draws 0, 1, ... of the Philox stream (seed[b], offset[b], row b): exactly, by rejection from
+// exp_upper_bound's proposal read in one pass over the row (docs/OPS.md, "The seeded draw").
+// Masked (-inf) logits are never drawn. Use offsets distinct from the ones given to `verify`.
+// With filters, the token is drawn from the kept set of `filter_logits` by inverse CDF with
+// draw 0.
 struct SampleParams {
   PerRow<float> temperature;
   PerRow<int64_t> seed;
