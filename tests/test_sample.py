@@ -49,6 +49,35 @@ def test_negative_controls_fail_the_same_test(name):
         assert chisquare_pvalue(np.bincount(wrong.numpy(), minlength=len(logits)), law(logits, T)) < ALPHA
 
 
+def multi_block_row() -> torch.Tensor:
+    """V=300 (five blocks of 64): the first block all -inf, the maximum in the last one, so the
+    draw weighs blocks whose running maximum is below the row's (their bounds carry a scale)."""
+    g = torch.Generator().manual_seed(3)
+    logits = 0.6 * torch.randn(300, generator=g)
+    logits[:64] = -math.inf
+    logits[290] = 2.5
+    return logits
+
+
+def chord_law(logits: torch.Tensor, T: float) -> np.ndarray:
+    """The law of the proposal alone (the exp bound's chord 2^floor(w) (1 + frac(w)), no rejection):
+    within 1.0625x of the softmax, which the test must still tell apart."""
+    w = (logits.double() - logits.max()) / T / math.log(2)
+    return np.nan_to_num((2.0 ** torch.floor(w) * (1 + w - torch.floor(w))).numpy())
+
+
+def test_multi_block_rows_follow_the_law():
+    logits, T = multi_block_row(), 0.7
+    counts = np.bincount(draws(logits, T).numpy(), minlength=len(logits))
+    assert counts[:64].sum() == 0
+    assert chisquare_pvalue(counts, law(logits, T)) > ALPHA
+    # Negative control: drawing from the proposal without the rejection step fails the test.
+    rng = np.random.default_rng(0)
+    proposal = chord_law(logits, T)
+    wrong = rng.multinomial(N, proposal / proposal.sum())
+    assert chisquare_pvalue(wrong, law(logits, T)) < ALPHA
+
+
 def test_masked_tokens_are_never_drawn():
     logits = torch.full((50,), -math.inf)
     logits[[3, 17, 41]] = torch.tensor([0.0, -20.0, 1.0])  # one allowed token is very unlikely
