@@ -11,8 +11,11 @@ split; the histogram is also drawn to a PNG.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import logging
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +56,23 @@ def _source_key(pair: Path, k: int) -> str:
     return digest.hexdigest()
 
 
+@contextlib.contextmanager
+def quiet_export():
+    """The export's own progress bar without the deprecation notices that torch, torchao and
+    ExecuTorch print on the way (they concern their internals, not this export)."""
+    loggers = [logging.getLogger(name) for name in ("torch", "torchao", "executorch")]
+    levels = [logger.level for logger in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
+
+
 def exported_pair(pair: Path, out: Path, k: int = MAX_K) -> Path:
     """The pair's programs in ``out``, exported once per version of the checkpoints and of spec_edge."""
     from .hf import export_hf_pair
@@ -61,7 +81,8 @@ def exported_pair(pair: Path, out: Path, k: int = MAX_K) -> Path:
     if stamp.is_file() and stamp.read_text() == key and (out / "manifest.json").is_file():
         return out
     print(f"exporting the default pair to {out} (once; cached after)")
-    export_hf_pair(pair / "target", pair / "draft", k, out)
+    with quiet_export():
+        export_hf_pair(pair / "target", pair / "draft", k, out)
     stamp.write_text(key)
     return out
 
