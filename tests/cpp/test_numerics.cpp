@@ -71,6 +71,13 @@ TEST(Numerics, ExpUpperBoundBracketsExp) {
     const float inv_temp = 1.0f / std::exp(log_t(rng));
     check(-unit(rng) * 90.0f / inv_temp, inv_temp);
   }
+  // Against double precision: the bound stays above exp itself (exp_nonpositive's own error,
+  // under 2e-7, is covered by the margin).
+  for (int i = 0; i <= 870000; ++i) {
+    const float s = -static_cast<float>(i) * 1e-4f;
+    ASSERT_GE(static_cast<double>(exp_upper_bound(s, kBoundScale)), std::exp(static_cast<double>(s)))
+        << "s=" << s;
+  }
   EXPECT_LE(worst, kExpBoundRatio) << "worst bound / exp " << worst;
   EXPECT_GT(worst, 1.06);  // the chord's gap is reached: the ratio constant is not loose
   const float inf = std::numeric_limits<float>::infinity();

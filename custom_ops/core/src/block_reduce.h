@@ -105,8 +105,8 @@ struct MaxScan {
 // The row passes every path builds the same way from its block fills. `Path` provides Elem (the
 // row's element type), Block, sum(block) (the fold), load, max_scan(x, n),
 // first_index_of(x, n, value), prob_mass, collect, block_max(block, m) (the maximum of the
-// first m values), block_bound (see bound_pass), and the fills, each writing the m values of the block at `base` and zeros
-// past them:
+// first m values), BoundState and block_bound (see bound_pass), and the fills, each writing
+// the m values of the block at `base` and zeros past them:
 //   fill_probs(x, exclude, base, m, s), fill_exp(x, map, base, m, s) (patches applied),
 //   fill_prob_residual(p, q, a, b, base, m, s), fill_exp_residual(p, q, mp, mq, a, b, base, m, s).
 template <class Path>

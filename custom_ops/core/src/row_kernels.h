@@ -60,7 +60,8 @@ struct RowKernels {
   // One pass over a logit row with the patches applied (the rejection sampler's proposal): the
   // maximum (clean: false on NaN or +inf) and, per block b, ref[b], the running maximum of the
   // row through block b, and sum[b], the fold of exp_upper_bound(y - ref[b], a) over the block
-  // (0 while ref[b] is -inf). Room for ceil(n / kBlock) in each.
+  // (while ref[b] is -inf, each bound is that of -87: tiny, never accepted). Room for
+  // ceil(n / kBlock) in each.
   MaxResult (*bound_pass)(const void* x, int64_t n, Patches patches, float a, float* ref,
                           float* sum);
   double (*prob_residual_mass)(const void* p, const void* q, int64_t n, float a, float b);
