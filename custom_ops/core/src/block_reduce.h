@@ -177,10 +177,16 @@ struct BlockPasses {
   static MaxResult bound_pass(const void* x, int64_t n, Patches patches, float a, float* ref,
                               float* sum) {
     typename Path::BoundState state;
+    int64_t first = 0;  // the first patch at or after `base` (patch indices ascend)
     for (int64_t base = 0; base < n; base += kBlock) {
-      sum[base / kBlock] =
-          Path::block_bound(row(x), patches, base, n - base < kBlock ? n - base : kBlock, a, state);
+      const int64_t m = n - base < kBlock ? n - base : kBlock;
+      int64_t end = first;
+      while (end < patches.count && patches.index[end] < base + m) ++end;
+      // Only the block's own patches, so that a block without any takes the path's fast route.
+      const Patches here{patches.index + first, patches.value + first, end - first};
+      sum[base / kBlock] = Path::block_bound(row(x), here, base, m, a, state);
       ref[base / kBlock] = state.max();
+      first = end;
     }
     const float max = state.max();
     return MaxResult{max, !(state.nan() || max == std::numeric_limits<float>::infinity())};
