@@ -134,11 +134,13 @@ TEST_P(PathTest, IdenticalToReference) {
         }
         if (mxr.clean && mxr.max > -std::numeric_limits<float>::infinity()) {
           const MaxResult mq = ref.logit_max(qd, n);
-          // Patches (the repetition penalty's) on every other case: a few ascending indices.
+          // Patches (the repetition penalty's) on every other case: ascending indices, dense or
+          // (one case in four) sparse, which splits the runs of patch-free blocks.
           std::vector<int64_t> patch_index;
           std::vector<float> patch_value;
+          const uint32_t spacing = rep % 4 == 3 ? 700 : 40;
           if (rep % 2 == 1)
-            for (int64_t j = static_cast<int64_t>(rng() % 3); j < n; j += 1 + static_cast<int64_t>(rng() % 40)) {
+            for (int64_t j = static_cast<int64_t>(rng() % 3); j < n; j += 1 + static_cast<int64_t>(rng() % spacing)) {
               patch_index.push_back(j);
               patch_value.push_back(ref.load(pd, j) * 1.5f - 0.5f);
             }

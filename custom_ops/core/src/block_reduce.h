@@ -173,20 +173,33 @@ struct BlockPasses {
   }
   // Each path's BoundState holds the running maximum (max()) and whether a NaN was seen (nan());
   // block_bound(x, patches, base, m, a, state) folds the block's patched values into it and
-  // returns the fold of their bounds relative to the updated maximum, in one read.
+  // returns the fold of their bounds relative to the updated maximum; bound_run(x, blocks, a,
+  // state, ref, sum) does the same for `blocks` whole blocks without patches from x on.
   static MaxResult bound_pass(const void* x, int64_t n, Patches patches, float a, float* ref,
                               float* sum) {
     typename Path::BoundState state;
+    const int64_t whole_end = n / kBlock * kBlock;
     int64_t first = 0;  // the first patch at or after `base` (patch indices ascend)
-    for (int64_t base = 0; base < n; base += kBlock) {
+    for (int64_t base = 0; base < n;) {
+      // Whole blocks up to the next one with a patch.
+      const int64_t run_end =
+          first < patches.count && patches.index[first] < whole_end
+              ? patches.index[first] / kBlock * kBlock
+              : whole_end;
+      if (run_end > base) {
+        Path::bound_run(row(x) + base, (run_end - base) / kBlock, a, state, ref + base / kBlock,
+                        sum + base / kBlock);
+        base = run_end;
+        continue;
+      }
       const int64_t m = n - base < kBlock ? n - base : kBlock;
       int64_t end = first;
       while (end < patches.count && patches.index[end] < base + m) ++end;
-      // Only the block's own patches, so that a block without any takes the path's fast route.
       const Patches here{patches.index + first, patches.value + first, end - first};
       sum[base / kBlock] = Path::block_bound(row(x), here, base, m, a, state);
       ref[base / kBlock] = state.max();
       first = end;
+      base += kBlock;
     }
     const float max = state.max();
     return MaxResult{max, !(state.nan() || max == std::numeric_limits<float>::infinity())};

@@ -509,15 +509,15 @@ Status FilteredRow::build_bounds(const RowKernels& k, RowName where) {
   mass_known_ = false;
   // Blocks at the row's maximum: bound <= kExpBoundRatio * numerator; earlier blocks, whose
   // scale is itself a bound: the ratio squared. Both up to the folds' rounding (< 1e-6).
-  double lo = 0.0;
+  double at_max = 0.0;  // the weight of blocks at the maximum (the rest: prefix_ minus this)
   prefix_[0] = 0.0;
   for (int64_t b = 0; b < blocks; ++b) {
-    const bool at_max = block_ref_[b] == mx.max;
     const double w = static_cast<double>(block_bound_[b]) * block_scale(b);
     prefix_[b + 1] = prefix_[b] + w;
-    lo += at_max ? w / kExpBoundRatio : w / (kExpBoundRatio * kExpBoundRatio);
+    at_max += block_ref_[b] == mx.max ? w : 0.0;
   }
-  bound_lo_ = lo * (1.0 - 1e-5);
+  const double before = std::max(0.0, prefix_[blocks] - at_max);
+  bound_lo_ = (at_max / kExpBoundRatio + before / (kExpBoundRatio * kExpBoundRatio)) * (1.0 - 1e-5);
   return Status::ok();
 }
 

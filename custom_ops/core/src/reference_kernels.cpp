@@ -117,6 +117,14 @@ struct Reference {
     return fold_block(s);
   }
 
+  static void bound_run(const T* x, int64_t blocks, float a, BoundState& st, float* ref,
+                        float* sum) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      sum[b] = block_bound(x, Patches{}, b * kBlock, kBlock, a, st);
+      ref[b] = st.max();
+    }
+  }
+
   static float block_max(const float* s, int64_t m) {
     float r = -kInf;
     for (int64_t j = 0; j < m; ++j) r = s[j] > r ? s[j] : r;

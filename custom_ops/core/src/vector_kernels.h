@@ -122,12 +122,14 @@ struct VectorKernels {
   // The halving fold of numerics.h: vector k holds elements W*k .. W*k+W-1, so folding vector
   // k with vector k + half adds element j to element j + 32, then j + 16, ...; the last
   // vector's lanes are folded the same way.
-  static float fold(const F* s) {
+  static float fold(const F* s) { return fold_lanes(fold_vectors(s)); }
+  // The fold's vector steps: lane l of the result is the fold of elements l, l + W, ....
+  static F fold_vectors(const F* s) {
     F t[kVecs];
     for (int k = 0; k < kVecs; ++k) t[k] = s[k];
     for (int h = kVecs / 2; h >= 1; h /= 2)
       for (int k = 0; k < h; ++k) t[k] = t[k] + t[k + h];
-    return fold_lanes(t[0]);
+    return t[0];
   }
   // Lane j plus lane j + W/2, then j + W/4, ...: the halves as shuffles, in registers.
   static float fold_lanes(F v) {
@@ -142,6 +144,31 @@ struct VectorKernels {
     }
     const f2 v2 = __builtin_shufflevector(v4, v4, 0, 1) + __builtin_shufflevector(v4, v4, 2, 3);
     return v2[0] + v2[1];
+  }
+
+  // Lane g of the result is op over the lanes of v[g], combined in fold_lanes' order (lane j
+  // with lane j + W/2, then j + W/4, ...): W vectors reduced at once by a transpose network,
+  // log2(W) steps of two shuffles and one op, instead of W reductions one after another.
+  template <class Op>
+  static F reduce_lanes(const F* v, Op op) {
+    if constexpr (W == 8) {
+      F p[4], q[2];
+      for (int g = 0; g < 4; ++g)  // low half: v[g] lane j op lane j + 4; high half: v[g + 4]'s
+        p[g] = op(__builtin_shufflevector(v[g], v[g + 4], 0, 1, 2, 3, 8, 9, 10, 11),
+                  __builtin_shufflevector(v[g], v[g + 4], 4, 5, 6, 7, 12, 13, 14, 15));
+      for (int g = 0; g < 2; ++g)  // per half: lane j op lane j + 2, of two vectors
+        q[g] = op(__builtin_shufflevector(p[2 * g], p[2 * g + 1], 0, 1, 8, 9, 4, 5, 12, 13),
+                  __builtin_shufflevector(p[2 * g], p[2 * g + 1], 2, 3, 10, 11, 6, 7, 14, 15));
+      return op(__builtin_shufflevector(q[0], q[1], 0, 2, 8, 10, 4, 6, 12, 14),
+                __builtin_shufflevector(q[0], q[1], 1, 3, 9, 11, 5, 7, 13, 15));
+    } else {
+      F p[2];
+      for (int g = 0; g < 2; ++g)  // lane j op lane j + 2, of two vectors
+        p[g] = op(__builtin_shufflevector(v[2 * g], v[2 * g + 1], 0, 1, 4, 5),
+                  __builtin_shufflevector(v[2 * g], v[2 * g + 1], 2, 3, 6, 7));
+      return op(__builtin_shufflevector(p[0], p[1], 0, 2, 4, 6),
+                __builtin_shufflevector(p[0], p[1], 1, 3, 5, 7));
+    }
   }
 
   // W consecutive elements as floats (exact conversions).
@@ -410,11 +437,10 @@ struct VectorKernels {
       clear_tail(s, m);
     }
 
-    // One block of bound_pass (block_reduce.h): the block's maximum with the max scan's step,
-    // reduced across lanes by shuffles and folded into the running maximum, all in vector
-    // registers (no scalar step between blocks), then the bounds, in one read of the block.
+    // bound_pass (block_reduce.h) in vector registers: the running maximum in every lane, NaN
+    // lanes noted.
     struct BoundState {
-      F running = splat(-kInfinity);  // every lane holds the running maximum
+      F running = splat(-kInfinity);
       I nan_lanes = {};
       float max() const { return running[0]; }
       bool nan() const {
@@ -423,54 +449,106 @@ struct VectorKernels {
         return any;
       }
     };
-    // Inlined so that GCC keeps the state in registers across blocks (on aarch64 it would not).
-    __attribute__((always_inline)) static float block_bound(const T* x, const Patches& p,
-                                                             int64_t base, int64_t m, float a,
-                                                             BoundState& st) {
-      if (m == kBlock && p.count == 0) return whole_block_bound(x + base, a, st);
+
+    // A block with patches or short of kBlock: its maximum folded into the state, then its
+    // bounds. Lanes past m hold -inf, out of the maximum and with a bound in range (cleared).
+    static float block_bound(const T* x, const Patches& p, int64_t base, int64_t m, float a,
+                             BoundState& st) {
       F s[kVecs], t[kVecs];
       fill_patched(x, p, base, m, s);
       const I lanes = iota();
-      // Lanes past m hold -inf, out of the maximum and with a bound in range (cleared below).
       for (int k = 0; k < kVecs; ++k)
         t[k] = s[k] = select(lanes + W * k < static_cast<int32_t>(m), s[k], splat(-kInfinity));
-      fold_max(t, st);
+      st.running = greater_or(all_lanes_max(tree_max(t, st.nan_lanes)), st.running);
       const F va = splat(a);
       for (int k = 0; k < kVecs; ++k) s[k] = exp_bound(s[k] - st.running, va);
       clear_tail(s, m);
       return fold(s);
     }
 
-    // A whole block without patches, read twice from the row (the second time from L1) so
-    // that neither step holds all of it in registers.
-    static float whole_block_bound(const T* x, float a, BoundState& st) {
-      // The block kPrefetchBlocks ahead, so that its reads overlap this block's arithmetic
-      // (the hardware prefetcher alone leaves the pass waiting on memory). Past the row's end
-      // this is harmless: prefetches do not fault.
+    // A run of whole blocks without patches, the common case, W blocks at a time (the rest one
+    // by one). Inlined so that GCC keeps the state in registers (on aarch64 it would not).
+    __attribute__((always_inline)) static void bound_run(const T* x, int64_t blocks, float a,
+                                                         BoundState& st, float* ref, float* sum) {
+      int64_t b = 0;
+      for (; b + W <= blocks; b += W) group_bound(x + b * kBlock, a, st, ref + b, sum + b);
+      for (; b < blocks; ++b) {
+        const T* xb = x + b * kBlock;
+        prefetch_ahead(xb);
+        F t[kVecs];
+        for (int k = 0; k < kVecs; ++k) t[k] = load_elems(xb + W * k);
+        st.running = greater_or(all_lanes_max(tree_max(t, st.nan_lanes)), st.running);
+        ref[b] = st.max();
+        sum[b] = fold_lanes(block_bounds(xb, st.running, a));
+      }
+    }
+
+    // W whole blocks: first each block's lane-wise maximum, the W of them reduced across lanes
+    // at once and turned into running maxima, then each block's bounds, their folds finished
+    // across lanes at once. No step waits on one block's reduction, so the blocks overlap. The
+    // blocks are read twice, the second time from L1.
+    static void group_bound(const T* x, float a, BoundState& st, float* ref, float* sum) {
+      F maxima[W];
+      I nan_lanes = {};  // a local, so that it stays in a register
+      for (int g = 0; g < W; ++g) {
+        prefetch_ahead(x + g * kBlock);
+        F t[kVecs];
+        for (int k = 0; k < kVecs; ++k) t[k] = load_elems(x + g * kBlock + W * k);
+        maxima[g] = tree_max(t, nan_lanes);
+      }
+      st.nan_lanes |= nan_lanes;
+      const F running = greater_or(
+          prefix_max(reduce_lanes(maxima, [](F p, F q) { return greater_or(p, q); })), st.running);
+      std::memcpy(ref, &running, sizeof running);
+      st.running = splat(running[W - 1]);
+      F folds[W];
+      for (int g = 0; g < W; ++g) folds[g] = block_bounds(x + g * kBlock, splat(ref[g]), a);
+      const F sums = reduce_lanes(folds, [](F p, F q) { return p + q; });
+      std::memcpy(sum, &sums, sizeof sums);
+    }
+
+    // Lane g: the maximum of lanes 0 .. g (log2(W) shifts).
+    static F prefix_max(F v) {
+      const F none = splat(-kInfinity);
+      if constexpr (W == 8) {
+        v = greater_or(v, __builtin_shufflevector(v, none, 8, 0, 1, 2, 3, 4, 5, 6));
+        v = greater_or(v, __builtin_shufflevector(v, none, 8, 8, 0, 1, 2, 3, 4, 5));
+        return greater_or(v, __builtin_shufflevector(v, none, 8, 8, 8, 8, 0, 1, 2, 3));
+      } else {
+        v = greater_or(v, __builtin_shufflevector(v, none, 4, 0, 1, 2));
+        return greater_or(v, __builtin_shufflevector(v, none, 4, 4, 0, 1));
+      }
+    }
+
+    // The fold's vector steps over the bounds of a whole block relative to `ref`.
+    static F block_bounds(const T* x, F ref, float a) {
+      const F va = splat(a);
+      F s[kVecs];
+      for (int k = 0; k < kVecs; ++k) s[k] = exp_bound(load_elems(x + W * k) - ref, va);
+      return fold_vectors(s);
+    }
+
+    // The block kPrefetchBlocks ahead of x, so that its reads overlap this block's arithmetic
+    // (the hardware prefetcher alone leaves the pass waiting on memory). Past the row's end
+    // this is harmless: prefetches do not fault.
+    static void prefetch_ahead(const T* x) {
       const uintptr_t ahead = reinterpret_cast<uintptr_t>(x) + kPrefetchBlocks * kBlock * sizeof(T);
       for (size_t off = 0; off < kBlock * sizeof(T); off += 64)
         __builtin_prefetch(reinterpret_cast<const void*>(ahead + off));
-      F t[kVecs];
-      for (int k = 0; k < kVecs; ++k) t[k] = load_elems(x + W * k);
-      fold_max(t, st);
-      const F va = splat(a);
-      F s[kVecs];
-      for (int k = 0; k < kVecs; ++k) s[k] = exp_bound(load_elems(x + W * k) - st.running, va);
-      return fold(s);
     }
 
-    // Folds the maximum of t[0..kVecs) into the state (t is overwritten): a tree of maxima
-    // (short dependency chains), NaN noted pairwise on x86, whose max drops it, and carried
-    // into the maximum by NEON's.
-    static void fold_max(F* t, BoundState& st) {
+    // The lane-wise maximum of t[0..kVecs) by a tree of maxima (short dependency chains; t is
+    // overwritten), NaN noted pairwise on x86, whose max drops it, and carried into the
+    // maximum by NEON's.
+    static F tree_max(F* t, I& nan_lanes) {
       for (int k = 0; k < kVecs / 2; ++k) {
-        st.nan_lanes |= unordered(t[2 * k], t[2 * k + 1]);
+        nan_lanes |= unordered(t[2 * k], t[2 * k + 1]);
         t[k] = lane_max(t[2 * k], t[2 * k + 1]);
       }
       for (int h = kVecs / 4; h >= 1; h /= 2)
         for (int k = 0; k < h; ++k) t[k] = lane_max(t[k], t[k + h]);
-      st.nan_lanes |= t[0] != t[0];
-      st.running = greater_or(all_lanes_max(t[0]), st.running);
+      nan_lanes |= t[0] != t[0];
+      return t[0];
     }
 
     // The maximum of the lanes, in every lane (a NaN lane is dropped: fold_max has noted it).
