@@ -507,17 +507,17 @@ Status FilteredRow::build_bounds(const RowKernels& k, RowName where) {
   if (mx.max == -kInf) return no_finite_logit(where);
   map_.xmax = mx.max;
   mass_known_ = false;
+  // The running maximum ascends: blocks before `first` have ref < ymax and a scale below 1,
+  // the rest have scale 1, so their loop is a bare running sum (the same values either way).
+  const int64_t first = std::lower_bound(block_ref_.begin(), block_ref_.end(), mx.max) - block_ref_.begin();
+  double sum = 0.0;
+  prefix_[0] = 0.0;
+  for (int64_t b = 0; b < first; ++b) prefix_[b + 1] = sum += static_cast<double>(block_bound_[b]) * block_scale(b);
+  const double before = sum;
+  for (int64_t b = first; b < blocks; ++b) prefix_[b + 1] = sum += static_cast<double>(block_bound_[b]);
   // Blocks at the row's maximum: bound <= kExpBoundRatio * numerator; earlier blocks, whose
   // scale is itself a bound: the ratio squared. Both up to the folds' rounding (< 1e-6).
-  double at_max = 0.0;  // the weight of blocks at the maximum (the rest: prefix_ minus this)
-  prefix_[0] = 0.0;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const double w = static_cast<double>(block_bound_[b]) * block_scale(b);
-    prefix_[b + 1] = prefix_[b] + w;
-    at_max += block_ref_[b] == mx.max ? w : 0.0;
-  }
-  const double before = std::max(0.0, prefix_[blocks] - at_max);
-  bound_lo_ = (at_max / kExpBoundRatio + before / (kExpBoundRatio * kExpBoundRatio)) * (1.0 - 1e-5);
+  bound_lo_ = ((sum - before) / kExpBoundRatio + before / (kExpBoundRatio * kExpBoundRatio)) * (1.0 - 1e-5);
   return Status::ok();
 }
 
