@@ -51,13 +51,13 @@ def load_library() -> Path:
 
 
 def active_isa() -> str:
-    """The ISA path the CPU kernels run on: ``"scalar"``, ``"avx2"`` or ``"neon"``."""
+    """The ISA path the CPU kernels run on: ``"scalar"``, ``"sse2"``, ``"avx2"``, ``"avx512"`` or ``"neon"``."""
     load_library()
     return _handle.spec_edge_active_isa().decode()
 
 
 def available_isas() -> list[str]:
-    """The ISA paths this build and CPU can run, best first."""
+    """The ISA paths this build and CPU can run, the automatic choice first."""
     load_library()
     return _handle.spec_edge_available_isas().decode().split(",")
 

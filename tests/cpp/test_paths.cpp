@@ -222,7 +222,7 @@ TEST_P(PathTest, NanAndInfinityPolicy) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllPaths, PathTest, ::testing::Values("avx2", "sse2", "neon", "vec128"),
+INSTANTIATE_TEST_SUITE_P(AllPaths, PathTest, ::testing::Values("avx512", "avx2", "sse2", "neon", "vec128"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

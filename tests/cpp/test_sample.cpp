@@ -84,7 +84,7 @@ TEST(Sample, RejectionsAndTheFallbackFollowTheDefinition) {
   }
   EXPECT_GT(rejected, 0);
   // The fallback (after 0, 1 or 2 rejected proposals here; 16 in the ops), on every path.
-  for (const char* isa : {"scalar", "sse2", "avx2", "neon"}) {
+  for (const char* isa : {"scalar", "sse2", "avx2", "avx512", "neon"}) {
     const RowKernels* k = row_kernels_for(isa, DType::kFloat32);
     if (k == nullptr) continue;
     for (int max_proposals : {0, 1, 2})

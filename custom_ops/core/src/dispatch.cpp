@@ -18,7 +18,7 @@
 namespace spec_edge {
 namespace {
 
-enum class Isa { kAvx2, kVec128, kScalar };
+enum class Isa { kAvx512, kAvx2, kVec128, kScalar };
 
 struct IsaInfo {
   Isa isa;
@@ -39,13 +39,31 @@ bool x86_has_avx2_f16c() {
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   return b & (1u << 5);  // AVX2
 }
+
+// AVX-512 F and DQ reported by cpuid, and the OS saving the opmask and ZMM registers (XCR0
+// bits 5-7) as well as YMM.
+bool x86_has_avx512() {
+  if (!x86_has_avx2_f16c()) return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0xe6u) != 0xe6u) return false;
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (b & (1u << 16)) && (b & (1u << 17));  // AVX512F, AVX512DQ
+}
 #endif
 
-// Best first; the automatic choice is the first available, and the list ends in scalar.
+// The automatic choice is the first available, and the list ends in scalar. avx512 comes after
+// avx2, so it runs only when forced: its 512-bit passes are faster where a pass computes per
+// element (sampling, verify) but slower for the argmax that verify_greedy reads with, on the
+// hosts measured (docs/OPS.md).
 const IsaInfo kIsas[] = {
 #if defined(__x86_64__)
 #if defined(SPEC_EDGE_HAVE_AVX2)
     {Isa::kAvx2, "avx2", [] { return x86_has_avx2_f16c(); }},
+#endif
+#if defined(SPEC_EDGE_HAVE_AVX512)
+    {Isa::kAvx512, "avx512", [] { return x86_has_avx512(); }},
 #endif
     {Isa::kVec128, "sse2", [] { return true; }},  // part of x86-64
 #elif defined(__aarch64__)
@@ -131,6 +149,9 @@ Status select_isa(const char* name) {
 
 static const RowKernels& kernels_of(Isa isa, DType dtype) {
   switch (isa) {
+#if defined(SPEC_EDGE_HAVE_AVX512)
+    case Isa::kAvx512: return avx512_row_kernels(dtype);
+#endif
 #if defined(SPEC_EDGE_HAVE_AVX2)
     case Isa::kAvx2: return avx2_row_kernels(dtype);
 #endif
@@ -149,7 +170,8 @@ void attend_avx2(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_
 
 AttendFn attention_kernel() {
 #if defined(SPEC_EDGE_HAVE_AVX2)
-  if (current_isa() == Isa::kAvx2) return attend_avx2;
+  // The AVX-512 path runs the AVX2 attention kernel (same bits on every path).
+  if (current_isa() == Isa::kAvx2 || current_isa() == Isa::kAvx512) return attend_avx2;
 #endif
   return attend_baseline;
 }

@@ -92,5 +92,7 @@ const RowKernels& reference_row_kernels(DType dtype);
 const RowKernels& vec128_row_kernels(DType dtype);
 // The same passes on AVX2 (kernels_avx2.cpp; x86-64 builds only).
 const RowKernels& avx2_row_kernels(DType dtype);
+// The same passes on AVX-512 (kernels_avx512.cpp; x86-64 builds only).
+const RowKernels& avx512_row_kernels(DType dtype);
 
 }  // namespace spec_edge

@@ -1,7 +1,7 @@
 // The row passes on compiler-generic vectors of W floats (GCC/Clang vector extensions).
 //
 // One source for every vector path: included by a translation unit compiled for its ISA
-// (W = 4: SSE2 on x86-64, NEON on aarch64; W = 8: AVX2). Same operations in the same order as
+// (W = 4: SSE2 on x86-64, NEON on aarch64; W = 8: AVX2; W = 16: AVX-512). Same operations in the same order as
 // the scalar reference (numerics.h), so the same bits. Everything here has internal linkage so
 // that code compiled for one ISA is never shared with another translation unit.
 #pragma once
@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "block_reduce.h"
 #include "row_kernels.h"
@@ -41,7 +42,9 @@ struct VectorKernels {
   using I = typename Vec<W>::i;
   using U = typename Vec<W>::u;
   static constexpr int kVecs = static_cast<int>(kBlock) / W;  // vectors per block
-  static constexpr size_t kPrefetchBlocks = 8;  // how far ahead the bound pass prefetches
+  // How far ahead the bound pass prefetches: at least the next group of W blocks, which is then
+  // fetched while this group's bounds are computed.
+  static constexpr size_t kPrefetchBlocks = W < 8 ? 8 : W;
   using Block = F[kVecs];
 
   static F splat(float x) { return F{} + x; }
@@ -84,19 +87,33 @@ struct VectorKernels {
     return (F)(__builtin_convertvector(greater_or(t, splat(kBoundFloor)), I) + kBoundBias);
   }
 
-  // Lanes where a or b is NaN, as one compare on x86 (NEON's lane_max carries NaN instead).
-  static I unordered(F a, F b) {
+  // Sets the lanes of `nan` where a or b is NaN: one compare and one OR on x86 (one masked
+  // set on AVX-512, whose compares give masks); nothing on NEON, whose lane_max carries NaN.
+  static void note_unordered(I& nan, F a, F b) {
+#if defined(__AVX512F__)
+    if constexpr (W == 16) {
+      nan = (I)_mm512_mask_set1_epi32((__m512i)nan, _mm512_cmp_ps_mask((__m512)a, (__m512)b, _CMP_UNORD_Q), -1);
+      return;
+    }
+#endif
 #if defined(__AVX2__)
-    if constexpr (W == 8) return (I)_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_UNORD_Q);
+    if constexpr (W == 8) {
+      nan |= (I)_mm256_cmp_ps((__m256)a, (__m256)b, _CMP_UNORD_Q);
+      return;
+    }
 #endif
 #if defined(__SSE2__)
-    if constexpr (W == 4) return (I)_mm_cmpunord_ps((__m128)a, (__m128)b);
+    if constexpr (W == 4) {
+      nan |= (I)_mm_cmpunord_ps((__m128)a, (__m128)b);
+      return;
+    }
 #endif
 #if defined(__ARM_NEON)
-    if constexpr (W == 4) return I{};
+    if constexpr (W == 4) return;
 #endif
-    return (a != a) | (b != b);
+    nan |= (a != a) | (b != b);
   }
+
   // The lane-wise maximum (exact; a NaN operand is dropped on x86, carried on NEON).
   static F lane_max(F a, F b) {
 #if defined(__ARM_NEON)
@@ -107,6 +124,9 @@ struct VectorKernels {
 
   // a > b ? a : b (b for a NaN a), as one max instruction.
   static F greater_or(F a, F b) {
+#if defined(__AVX512F__)
+    if constexpr (W == 16) return (F)_mm512_max_ps((__m512)a, (__m512)b);
+#endif
 #if defined(__AVX2__)
     if constexpr (W == 8) return (F)_mm256_max_ps((__m256)a, (__m256)b);
 #endif
@@ -135,11 +155,16 @@ struct VectorKernels {
   static float fold_lanes(F v) {
     typedef float f4 __attribute__((vector_size(16)));
     typedef float f2 __attribute__((vector_size(8)));
+    typedef float f8 __attribute__((vector_size(32)));
     f4 v4;
-    if constexpr (W == 8) {
+    if constexpr (W == 16) {
+      const f8 v8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                    __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+      v4 = __builtin_shufflevector(v8, v8, 0, 1, 2, 3) + __builtin_shufflevector(v8, v8, 4, 5, 6, 7);
+    } else if constexpr (W == 8) {
       v4 = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
     } else {
-      static_assert(W == 4, "vectors of 4 or 8 floats");
+      static_assert(W == 4, "vectors of 4, 8 or 16 floats");
       v4 = v;
     }
     const f2 v2 = __builtin_shufflevector(v4, v4, 0, 1) + __builtin_shufflevector(v4, v4, 2, 3);
@@ -151,7 +176,22 @@ struct VectorKernels {
   // log2(W) steps of two shuffles and one op, instead of W reductions one after another.
   template <class Op>
   static F reduce_lanes(const F* v, Op op) {
-    if constexpr (W == 8) {
+    if constexpr (W == 16) {
+      // Lane j op lane j + 8: block g in the low half, block g + 8 in the high half; then the
+      // steps of W = 8 in each half at once.
+      F h[8], p[4], q[2];
+      for (int g = 0; g < 8; ++g)
+        h[g] = op(__builtin_shufflevector(v[g], v[g + 8], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23),
+                  __builtin_shufflevector(v[g], v[g + 8], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31));
+      for (int g = 0; g < 4; ++g)
+        p[g] = op(__builtin_shufflevector(h[g], h[g + 4], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27),
+                  __builtin_shufflevector(h[g], h[g + 4], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31));
+      for (int g = 0; g < 2; ++g)
+        q[g] = op(__builtin_shufflevector(p[2 * g], p[2 * g + 1], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29),
+                  __builtin_shufflevector(p[2 * g], p[2 * g + 1], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31));
+      return op(__builtin_shufflevector(q[0], q[1], 0, 2, 16, 18, 4, 6, 20, 22, 8, 10, 24, 26, 12, 14, 28, 30),
+                __builtin_shufflevector(q[0], q[1], 1, 3, 17, 19, 5, 7, 21, 23, 9, 11, 25, 27, 13, 15, 29, 31));
+    } else if constexpr (W == 8) {
       F p[4], q[2];
       for (int g = 0; g < 4; ++g)  // low half: v[g] lane j op lane j + 4; high half: v[g + 4]'s
         p[g] = op(__builtin_shufflevector(v[g], v[g + 4], 0, 1, 2, 3, 8, 9, 10, 11),
@@ -181,6 +221,11 @@ struct VectorKernels {
       std::memcpy(&b, x, sizeof b);
       return (F)(__builtin_convertvector(b, U) << 16);
     } else {
+#if defined(__AVX512F__)
+      if constexpr (W == 16) {
+        return (F)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+      }
+#endif
 #if defined(__F16C__)
       if constexpr (W == 8) {
         return (F)_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x)));
@@ -210,6 +255,17 @@ struct VectorKernels {
     for (int64_t j = 0; j < m; ++j) buf[j] = to_float(x[j]);
     for (int64_t j = m; j < kBlock; ++j) buf[j] = 0.0f;
     for (int k = 0; k < kVecs; ++k) s[k] = load(buf + W * k);
+  }
+
+  // Lane l of the result is lane pick(l) of (a, b) (b's lanes numbered W .. 2W-1); pick is a
+  // constexpr function of the lane.
+  template <class Pick, int... L>
+  static F shuffle(F a, F b, Pick pick, std::integer_sequence<int, L...>) {
+    return __builtin_shufflevector(a, b, pick(L)...);
+  }
+  template <class Pick>
+  static F shuffle(F a, F b, Pick pick) {
+    return shuffle(a, b, pick, std::make_integer_sequence<int, W>{});
   }
 
   // Lane indices 0 .. W-1.
@@ -245,22 +301,8 @@ struct VectorKernels {
         return;
       }
 #endif
-#if defined(__AVX2__)
-      if constexpr (W == 8) {
-        m = (F)_mm256_max_ps((__m256)v, (__m256)m);
-        nan |= (I)_mm256_cmp_ps((__m256)v, (__m256)v, _CMP_UNORD_Q);
-        return;
-      }
-#endif
-#if defined(__SSE2__)
-      if constexpr (W == 4) {
-        m = (F)_mm_max_ps((__m128)v, (__m128)m);
-        nan |= (I)_mm_cmpunord_ps((__m128)v, (__m128)v);
-        return;
-      }
-#endif
-      m = select(v > m, v, m);
-      nan |= v != v;
+      m = greater_or(v, m);
+      note_unordered(nan, v, v);
     }
 
     // The maximum (unspecified when the row holds a NaN), with four independent accumulators
@@ -298,9 +340,7 @@ struct VectorKernels {
         load_block(x + base, kBlock, b);
         I hit = {};
         for (int k = 0; k < kVecs; ++k) hit |= b[k] == mx;
-        int any = 0;
-        for (int l = 0; l < W; ++l) any |= hit[l];
-        if (any != 0) break;
+        if (lane_bits(hit) != 0) break;
       }
       for (int64_t j = base; j < n; ++j)
         if (to_float(x[j]) == value) return j;
@@ -360,6 +400,9 @@ struct VectorKernels {
 
     // Bit l set where lane l of the all-ones/all-zeros mask is set.
     static uint32_t lane_bits(I mask) {
+#if defined(__AVX512F__)
+      if constexpr (W == 16) return static_cast<uint32_t>(_mm512_movepi32_mask((__m512i)mask));
+#endif
 #if defined(__AVX2__)
       if constexpr (W == 8) return static_cast<uint32_t>(_mm256_movemask_ps((__m256)mask));
 #endif
@@ -508,15 +551,13 @@ struct VectorKernels {
     }
 
     // Lane g: the maximum of lanes 0 .. g (log2(W) shifts).
+    template <int S = 1>
     static F prefix_max(F v) {
-      const F none = splat(-kInfinity);
-      if constexpr (W == 8) {
-        v = greater_or(v, __builtin_shufflevector(v, none, 8, 0, 1, 2, 3, 4, 5, 6));
-        v = greater_or(v, __builtin_shufflevector(v, none, 8, 8, 0, 1, 2, 3, 4, 5));
-        return greater_or(v, __builtin_shufflevector(v, none, 8, 8, 8, 8, 0, 1, 2, 3));
+      if constexpr (S == W) {
+        return v;
       } else {
-        v = greater_or(v, __builtin_shufflevector(v, none, 4, 0, 1, 2));
-        return greater_or(v, __builtin_shufflevector(v, none, 4, 4, 0, 1));
+        const F shifted = shuffle(v, splat(-kInfinity), [](int l) { return l < S ? W + l : l - S; });
+        return prefix_max<2 * S>(greater_or(v, shifted));
       }
     }
 
@@ -542,24 +583,24 @@ struct VectorKernels {
     // maximum by NEON's.
     static F tree_max(F* t, I& nan_lanes) {
       for (int k = 0; k < kVecs / 2; ++k) {
-        nan_lanes |= unordered(t[2 * k], t[2 * k + 1]);
+        note_unordered(nan_lanes, t[2 * k], t[2 * k + 1]);
         t[k] = lane_max(t[2 * k], t[2 * k + 1]);
       }
       for (int h = kVecs / 4; h >= 1; h /= 2)
         for (int k = 0; k < h; ++k) t[k] = lane_max(t[k], t[k + h]);
-      nan_lanes |= t[0] != t[0];
+#if defined(__ARM_NEON)
+      if constexpr (W == 4) nan_lanes |= t[0] != t[0];
+#endif
       return t[0];
     }
 
     // The maximum of the lanes, in every lane (a NaN lane is dropped: fold_max has noted it).
+    template <int D = W / 2>
     static F all_lanes_max(F v) {
-      if constexpr (W == 8) {
-        v = greater_or(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3));
-        v = greater_or(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5));
-        return greater_or(v, __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6));
-      } else {
-        v = greater_or(v, __builtin_shufflevector(v, v, 2, 3, 0, 1));
-        return greater_or(v, __builtin_shufflevector(v, v, 1, 0, 3, 2));
+      if constexpr (D == 0) {
+        return v;
+      } else {  // each lane against the lane D apart
+        return all_lanes_max<D / 2>(greater_or(v, shuffle(v, v, [](int l) { return l ^ D; })));
       }
     }
 

@@ -1,5 +1,5 @@
 // Which ISA path the row passes run on. The choice is made once per process from the CPU's
-// features; SPEC_EDGE_ISA=scalar|avx2|neon forces a path (an unavailable one is an error
+// features; SPEC_EDGE_ISA=scalar|sse2|avx2|avx512|neon forces a path (an unavailable one is an error
 // reported by select_isa, and the process keeps the automatic choice).
 #pragma once
 
@@ -7,9 +7,10 @@
 
 namespace spec_edge {
 
-// Name of the active path: "scalar", "avx2" or "neon".
+// Name of the active path: "scalar", "sse2", "avx2", "avx512" or "neon".
 const char* active_isa();
-// Paths this build and CPU can run, comma-separated, best first, e.g. "avx2,sse2,scalar".
+// Paths this build and CPU can run, comma-separated, the automatic choice first, e.g.
+// "avx2,avx512,sse2,scalar".
 const char* available_isas();
 // The same as a null-terminated array of names.
 const char* const* available_isa_list();
