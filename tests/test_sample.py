@@ -50,8 +50,9 @@ def test_negative_controls_fail_the_same_test(name):
 
 
 def multi_block_row() -> torch.Tensor:
-    """V=300 (five blocks of 64): the first block all -inf, the maximum in the last one, so the
-    draw weighs blocks whose running maximum is below the row's (their bounds carry a scale)."""
+    """V=300 (five blocks of 64): the first block all -inf, the maximum in the last one (the top
+    block, whose envelope weight is exact), so most proposals come from blocks whose envelope is
+    the bound of their maximum, and are rejected or kept."""
     g = torch.Generator().manual_seed(3)
     logits = 0.6 * torch.randn(300, generator=g)
     logits[:64] = -math.inf
@@ -59,11 +60,18 @@ def multi_block_row() -> torch.Tensor:
     return logits
 
 
-def chord_law(logits: torch.Tensor, T: float) -> np.ndarray:
-    """The law of the proposal alone (the exp bound's chord 2^floor(w) (1 + frac(w)), no rejection):
-    within 1.0625x of the softmax, which the test must still tell apart."""
+def envelope_law(logits: torch.Tensor, T: float) -> np.ndarray:
+    """The law of the proposal alone, without the rejection step: a token weighs the exp bound of
+    its block's maximum (the chord 2^floor(w) (1 + frac(w))), a token of the top block its
+    softmax numerator."""
     w = (logits.double() - logits.max()) / T / math.log(2)
-    return np.nan_to_num((2.0 ** torch.floor(w) * (1 + w - torch.floor(w))).numpy())
+    chord = np.nan_to_num((2.0 ** torch.floor(w) * (1 + w - torch.floor(w))).numpy())
+    weight = np.empty_like(chord)
+    for base in range(0, len(chord), 64):
+        weight[base:base + 64] = chord[base:base + 64].max()
+    top = int(torch.argmax(logits)) // 64 * 64
+    weight[top:top + 64] = np.exp(w[top:top + 64].numpy() * math.log(2))
+    return weight
 
 
 def test_multi_block_rows_follow_the_law():
@@ -73,7 +81,7 @@ def test_multi_block_rows_follow_the_law():
     assert chisquare_pvalue(counts, law(logits, T)) > ALPHA
     # Negative control: drawing from the proposal without the rejection step fails the test.
     rng = np.random.default_rng(0)
-    proposal = chord_law(logits, T)
+    proposal = envelope_law(logits, T)
     wrong = rng.multinomial(N, proposal / proposal.sum())
     assert chisquare_pvalue(wrong, law(logits, T)) < ALPHA
 
@@ -142,3 +150,16 @@ def test_opcheck_and_every_path_agrees():
     finally:
         spec_edge.select_isa(active)
     assert all(torch.equal(r, results[0]) for r in results)
+
+
+def test_verify_bonus_token_on_multi_block_rows_follows_the_law():
+    """verify's bonus token (num_draft 0: the seeded draw from target row 0) reads the same envelope."""
+    logits, T = multi_block_row(), 0.7
+    target = torch.stack([logits, logits])[None].expand(N, -1, -1)
+    draft = logits[None, None].expand(N, 1, -1)
+    result = spec_edge.verify(target, draft, torch.zeros(N, 1, dtype=torch.int64), temperature=T, seed=4,
+                              num_draft=torch.zeros(N, dtype=torch.int64))
+    assert (result.accept_len == 0).all()
+    counts = np.bincount(result.tokens[:, 0].numpy(), minlength=len(logits))
+    assert counts[:64].sum() == 0
+    assert chisquare_pvalue(counts, law(logits, T)) > ALPHA

@@ -247,6 +247,8 @@ int main() {
           k.bound_pass(x, V, {}, e.inv_temp * kBoundScale, refs.data(), bounds.data());
           double bound_total = 0.0;
           for (size_t b = 0; b < bounds.size(); ++b) bound_total += static_cast<double>(bounds[b]) * (b + 1) + refs[b];
+          k.block_maxima(x, V, {}, refs.data());
+          for (size_t b = 0; b < refs.size(); ++b) bound_total += static_cast<double>(refs[b]) * (b + 2);
           return fmt(" %a %a %a %a", k.prob_mass(p, V, -1).mass, k.prob_mass(p + elem * V, V, 0).mass,
                      k.exp_mass(x, V, e, nullptr), bound_total);
         }).c_str());

@@ -54,55 +54,71 @@ inline const Rows* ptr(const Rows& r) {
 }
 
 // The definition of a seeded draw from a softmax row (`sample`, and verify's draw after every
-// draft token is accepted), restated in plain loops. With a = (1 / T) * kBoundScale and blocks
-// of kBlock logits y: ref[b] is the running maximum through block b, the bounds of block b are
-// exp_upper_bound(y - ref[b], a), their fold times exp_upper_bound(ref[b] - ymax, a) (1 when
-// ref[b] = ymax) is the block's weight. A proposal: the first block whose running total of
-// weights (double) exceeds u * total, then the first token whose running total of scaled bounds
-// does (else the block's last). It is kept when v * bound < exp_nonpositive((y - ymax) / T), v
-// the next uniform; after `max_proposals` rejections, the inverse CDF of the numerators
-// (`accept` with K = 0) at the next uniform.
+// draft token is accepted), restated in plain loops. Numerators num[j] = exp_nonpositive((y[j] -
+// ymax) / T); blocks of kBlock logits; c[b] = exp_upper_bound(max of block b - ymax, (1 / T) *
+// kBoundScale). Block b's weight is n_b * c[b], except the top block (the first holding ymax):
+// the sum of its numerators. Running totals: left to right within runs of 32 blocks, plus the
+// total of the runs before. A proposal (uniforms u, v): the first block whose running total
+// exceeds u * total (the last if none), offset = u * total less the total before it; in the top
+// block, the first token whose running numerator sum exceeds the offset (kept); elsewhere the
+// token at min(n_b - 1, offset / c[b]), kept when v * c[b] < num. After `max_proposals`
+// rejections, the inverse CDF of the numerators (`accept` with K = 0) at the next uniform.
 inline int64_t reference_draw(const std::vector<float>& y, float T,
-                              const std::function<double()>& next_uniform, int max_proposals = 16) {
-  const int64_t V = static_cast<int64_t>(y.size()), blocks = (V + kBlock - 1) / kBlock;
+                              const std::function<double()>& next_uniform, int max_proposals = 1024) {
+  const int64_t V = static_cast<int64_t>(y.size()), blocks = (V + kBlock - 1) / kBlock, run = 32;
   const float inv_temp = 1.0f / T, a = inv_temp * kBoundScale;
-  std::vector<float> ref(blocks), num(V);
-  std::vector<double> weight(blocks);
-  float running = -INFINITY;
-  for (int64_t b = 0; b < blocks; ++b) {
-    float s[kBlock] = {};
-    for (int64_t j = b * kBlock; j < std::min(V, (b + 1) * kBlock); ++j) running = std::max(running, y[j]);
-    ref[b] = running;
-    for (int64_t j = b * kBlock; j < std::min(V, (b + 1) * kBlock); ++j)
-      s[j - b * kBlock] = exp_upper_bound(y[j] - running, a);  // NaN (all -inf so far): -87's
-    weight[b] = static_cast<double>(fold_block(s));
-  }
-  const float ymax = running;
-  std::vector<double> scale(blocks);
-  double total = 0.0;
-  for (int64_t b = 0; b < blocks; ++b) {
-    scale[b] = ref[b] == ymax ? 1.0 : static_cast<double>(exp_upper_bound(ref[b] - ymax, a));
-    total += weight[b] * scale[b];
-  }
+  float ymax = -INFINITY;
+  for (float v : y) ymax = std::max(ymax, v);
+  std::vector<float> num(V), c(blocks);
   for (int64_t j = 0; j < V; ++j) num[j] = exp_nonpositive((y[j] - ymax) * inv_temp);
-  for (int i = 0; i < max_proposals; ++i) {
-    const double u = next_uniform(), v = next_uniform(), target = u * total;
-    double cum = 0.0;
-    int64_t b = 0;
-    for (; b < blocks - 1; cum += weight[b] * scale[b], ++b)
-      if (cum + weight[b] * scale[b] > target) break;
-    int64_t j = std::min(V, (b + 1) * kBlock) - 1;
-    double bound = static_cast<double>(exp_upper_bound(y[j] - ref[b], a)) * scale[b];
-    for (int64_t i2 = b * kBlock; i2 < std::min(V, (b + 1) * kBlock); ++i2) {
-      const double w = static_cast<double>(exp_upper_bound(y[i2] - ref[b], a)) * scale[b];
-      cum += w;
-      if (cum > target) {
-        j = i2;
-        bound = w;
-        break;
-      }
+  std::vector<double> weight(blocks);
+  int64_t top = -1;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t base = b * kBlock, n = std::min(kBlock, V - base);
+    float m = -INFINITY;
+    for (int64_t j = base; j < base + n; ++j) m = std::max(m, y[j]);
+    c[b] = exp_upper_bound(m - ymax, a);
+    weight[b] = static_cast<double>(n) * static_cast<double>(c[b]);
+    if (m == ymax && top < 0) {
+      top = b;
+      weight[b] = 0.0;
+      for (int64_t j = base; j < base + n; ++j) weight[b] += static_cast<double>(num[j]);
     }
-    if (v * bound < static_cast<double>(num[j])) return j;
+  }
+  // end[b]: the running total at the end of block b.
+  std::vector<double> end(blocks);
+  double before_run = 0.0;
+  for (int64_t r = 0; r * run < blocks; ++r) {
+    double sum = 0.0;
+    for (int64_t b = r * run; b < std::min(blocks, (r + 1) * run); ++b) {
+      sum += weight[b];
+      end[b] = before_run + sum;
+    }
+    before_run = before_run + sum;
+  }
+  for (int i = 0; i < max_proposals; ++i) {
+    const double u = next_uniform(), v = next_uniform(), target = u * end[blocks - 1];
+    int64_t b = 0;
+    while (b < blocks - 1 && !(end[b] > target)) ++b;
+    // The total before block b, as the sampler forms it: its run's start plus the run's sum.
+    const int64_t r0 = b / run * run;
+    double start = r0 == 0 ? 0.0 : end[r0 - 1], sum = 0.0;
+    for (int64_t b2 = r0; b2 < b; ++b2) sum += weight[b2];
+    const double offset = target - (start + sum);
+    const int64_t base = b * kBlock, n = std::min(kBlock, V - base);
+    if (b == top) {
+      double cum = 0.0;
+      int64_t last = -1;
+      for (int64_t j = base; j < base + n; ++j) {
+        if (!(num[j] > 0.0f)) continue;
+        cum += static_cast<double>(num[j]);
+        last = j;
+        if (cum > offset) break;
+      }
+      return last;
+    }
+    const int64_t j = base + std::min<int64_t>(n - 1, static_cast<int64_t>(std::max(0.0, offset / c[b])));
+    if (v * static_cast<double>(c[b]) < static_cast<double>(num[j])) return j;
   }
   int64_t n = -1, next = -1;
   EXPECT_TRUE(accept(rows(num, 1, 1, V), nullptr, tokens({}, 1, 0), uniforms({next_uniform()}, 1, 1),

@@ -85,6 +85,26 @@ TEST(Numerics, ExpUpperBoundBracketsExp) {
   EXPECT_EQ(exp_upper_bound(-1e30f, 1e3f * kBoundScale), exp_upper_bound(-87.0f, kBoundScale));
 }
 
+// The sampler's envelope (filters.cpp): the bound of a block's maximum bounds the numerator of
+// every smaller logit of the block, computed the way the sampler computes it; that needs
+// exp_nonpositive increasing up to far less than the bound's margin, which pairs of nearby
+// logits probe (at T = 1 and at random temperatures).
+TEST(Numerics, BoundOfTheMaximumBoundsEverySmallerNumerator) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f), log_t(-4.0f, 3.0f);
+  for (int i = 0; i < 2000000; ++i) {
+    const float inv_temp = i % 2 == 0 ? 1.0f : 1.0f / std::exp(log_t(rng));
+    const float ymax = 20.0f * unit(rng) - 10.0f;
+    const float m = ymax - unit(rng) * 90.0f / inv_temp;
+    // y just below m (a few ulps, where monotonicity is tested) or anywhere below it
+    const float y = i % 4 < 2 ? bits_to_float(float_to_bits(m) + (m > 0 ? -1 : 1) * static_cast<int>(rng() % 64))
+                              : m - unit(rng) * 10.0f / inv_temp;
+    if (!(y <= m)) continue;
+    const float bound = exp_upper_bound(m - ymax, inv_temp * kBoundScale);
+    ASSERT_GE(bound, exp_nonpositive((y - ymax) * inv_temp)) << "y=" << y << " m=" << m << " ymax=" << ymax;
+  }
+}
+
 // The block-ordered mass is the exact sum to float-block precision, at any tile edge.
 TEST(Numerics, ProbMassAtTileEdges) {
   std::mt19937 rng(7);

@@ -149,6 +149,13 @@ TEST_P(PathTest, IdenticalToReference) {
           ASSERT_EQ(k->patched_max(pd, n, patches), pmax) << where;
           std::vector<int64_t> got(n), want(n);
           std::vector<float> got_values(n), want_values(n), sums((n + 63) / 64);
+          std::vector<float> maxima(sums.size()), maxima_got(sums.size());
+          const MaxResult mm = ref.block_maxima(pd, n, patches, maxima.data());
+          const MaxResult mg = k->block_maxima(pd, n, patches, maxima_got.data());
+          ASSERT_TRUE(mm.clean && mg.clean) << where;
+          ASSERT_EQ(mm.max, pmax) << where;
+          ASSERT_EQ(mg.max, pmax) << where;
+          ASSERT_EQ(maxima_got, maxima) << where;
           for (float T : {0.3f, 1.0f, 1.7f}) {
             const ExpMap ep{pmax, 1.0f / T, patches}, eq{mq.max, 1.0f / T};
             const float threshold = -static_cast<float>(u(rng) * 6.0);
@@ -197,7 +204,7 @@ TEST_P(PathTest, NanAndInfinityPolicy) {
   if (k == nullptr) GTEST_SKIP();
   const RowKernels& ref = reference_row_kernels(DType::kFloat32);
   const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
-  for (int64_t n : {1, 5, 64, 65, 200}) {
+  for (int64_t n : {1, 5, 64, 65, 200, 1100, 2100}) {  // the last two: whole groups of blocks
     for (int64_t at = 0; at < n; at += std::max<int64_t>(1, n / 7)) {
       for (float bad : {nan, inf, -inf, -1.0f, -0.0f}) {
         std::vector<float> v(n, 0.25f);
@@ -210,6 +217,9 @@ TEST_P(PathTest, NanAndInfinityPolicy) {
         const bool bound_clean = k->bound_pass(v.data(), n, {}, kBoundScale, refs.data(), sums.data()).clean;
         EXPECT_EQ(bound_clean, ref.bound_pass(v.data(), n, {}, kBoundScale, refs.data(), sums.data()).clean);
         EXPECT_EQ(bound_clean, !(bad != bad || bad == inf)) << "n=" << n << " at=" << at;
+        const bool maxima_clean = k->block_maxima(v.data(), n, {}, refs.data()).clean;
+        EXPECT_EQ(maxima_clean, ref.block_maxima(v.data(), n, {}, refs.data()).clean);
+        EXPECT_EQ(maxima_clean, bound_clean) << "n=" << n << " at=" << at;
         std::vector<int64_t> idx(n);
         std::vector<float> val(n);
         EXPECT_EQ(k->collect(v.data(), n, ExpMap{}, 0.0f, idx.data(), val.data()).clean,

@@ -27,7 +27,7 @@ SampleParams params(const std::vector<float>& T, const int64_t* seed, const int6
 TEST(Sample, IsTheReferenceDrawWithPhiloxUniforms) {
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 3.0f);
-  for (int64_t V : {1, 7, 64, 65, 1000}) {
+  for (int64_t V : {1, 7, 64, 65, 1000, 5000}) {  // 5000: three runs of 32 blocks
     const int64_t B = 12;
     std::vector<float> logits(B * V);
     for (auto& x : logits) x = normal(rng);
@@ -53,9 +53,9 @@ TEST(Sample, IsTheReferenceDrawWithPhiloxUniforms) {
   }
 }
 
-// The rejection step and its fallback: on rows where most proposals are rejected (every
-// logit where the bound is loosest), sample still matches the definition, including rows
-// that reach the exact fallback.
+// The rejection step and its fallback: on rows where most proposals are rejected (one logit
+// far above the rest of its block, at a fraction of a power of two where the bound is also
+// loosest), sample still matches the definition, including rows that reach the exact fallback.
 TEST(Sample, RejectionsAndTheFallbackFollowTheDefinition) {
   const int64_t V = 200, B = 64;
   // d / ln 2 with fractional part about 0.53 maximizes bound / exp (about 1.0615).
@@ -83,7 +83,7 @@ TEST(Sample, RejectionsAndTheFallbackFollowTheDefinition) {
     }
   }
   EXPECT_GT(rejected, 0);
-  // The fallback (after 0, 1 or 2 rejected proposals here; 16 in the ops), on every path.
+  // The fallback (after 0, 1 or 2 rejected proposals here; 1024 in the ops), on every path.
   for (const char* isa : {"scalar", "sse2", "avx2", "avx512", "neon"}) {
     const RowKernels* k = row_kernels_for(isa, DType::kFloat32);
     if (k == nullptr) continue;
@@ -92,7 +92,7 @@ TEST(Sample, RejectionsAndTheFallbackFollowTheDefinition) {
         std::vector<float> d(logits.begin() + b * V, logits.begin() + (b + 1) * V);
         RowSampling rs;
         FilteredRow row;
-        ASSERT_TRUE(row.build(*k, d.data(), V, rs, {}, {"logits", b, -1}).is_ok());
+        ASSERT_TRUE(row.build(*k, d.data(), V, rs, {}, {"logits", b, -1}, RowUse::kDraw).is_ok());
         DrawStream stream{5, static_cast<uint64_t>(b), 0, philox_uniform(5, b, 0, 0), 1};
         uint64_t draw = 0;
         const auto next = [&] { return philox_uniform(5, b, 0, draw++); };

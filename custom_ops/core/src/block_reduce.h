@@ -178,6 +178,49 @@ struct BlockPasses {
   static MaxResult bound_pass(const void* x, int64_t n, Patches patches, float a, float* ref,
                               float* sum) {
     typename Path::BoundState state;
+    by_runs(
+        n, patches,
+        [&](int64_t base, int64_t blocks) {
+          Path::bound_run(row(x) + base, blocks, a, state, ref + base / kBlock, sum + base / kBlock);
+        },
+        [&](int64_t base, int64_t m, const Patches& here) {
+          sum[base / kBlock] = Path::block_bound(row(x), here, base, m, a, state);
+          ref[base / kBlock] = state.max();
+        });
+    const float max = state.max();
+    return MaxResult{max, !(state.nan() || max == std::numeric_limits<float>::infinity())};
+  }
+  // Path::maxima_run(x, blocks, state, max) folds `blocks` whole blocks without patches into the
+  // state as bound_run does, writing each block's maximum; other blocks are filled and scanned.
+  static MaxResult block_maxima(const void* x, int64_t n, Patches patches, float* max) {
+    typename Path::BoundState state;
+    float others = -std::numeric_limits<float>::infinity();
+    bool nan = false;
+    by_runs(
+        n, patches,
+        [&](int64_t base, int64_t blocks) {
+          Path::maxima_run(row(x) + base, blocks, state, max + base / kBlock);
+        },
+        [&](int64_t base, int64_t m, const Patches& here) {
+          alignas(64) Block block;
+          alignas(64) float v[kBlock];
+          Path::fill_patched(row(x), here, base, m, block);
+          block_values(block, v);
+          float bm = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < m; ++j) {
+            bm = v[j] > bm ? v[j] : bm;
+            nan |= v[j] != v[j];
+          }
+          max[base / kBlock] = bm;
+          others = bm > others ? bm : others;
+        });
+    const float row_max = state.max() > others ? state.max() : others;
+    return MaxResult{row_max, !(nan || state.nan() || row_max == std::numeric_limits<float>::infinity())};
+  }
+  // The blocks of [0, n) in order: runs of whole blocks without patches as run(base, blocks),
+  // every other block as block(base, m, its patches).
+  template <class Run, class One>
+  static void by_runs(int64_t n, const Patches& patches, const Run& run, const One& block) {
     const int64_t whole_end = n / kBlock * kBlock;
     int64_t first = 0;  // the first patch at or after `base` (patch indices ascend)
     for (int64_t base = 0; base < n;) {
@@ -187,22 +230,17 @@ struct BlockPasses {
               ? patches.index[first] / kBlock * kBlock
               : whole_end;
       if (run_end > base) {
-        Path::bound_run(row(x) + base, (run_end - base) / kBlock, a, state, ref + base / kBlock,
-                        sum + base / kBlock);
+        run(base, (run_end - base) / kBlock);
         base = run_end;
         continue;
       }
       const int64_t m = n - base < kBlock ? n - base : kBlock;
       int64_t end = first;
       while (end < patches.count && patches.index[end] < base + m) ++end;
-      const Patches here{patches.index + first, patches.value + first, end - first};
-      sum[base / kBlock] = Path::block_bound(row(x), here, base, m, a, state);
-      ref[base / kBlock] = state.max();
+      block(base, m, Patches{patches.index + first, patches.value + first, end - first});
       first = end;
       base += kBlock;
     }
-    const float max = state.max();
-    return MaxResult{max, !(state.nan() || max == std::numeric_limits<float>::infinity())};
   }
   static double prob_residual_mass(const void* p, const void* q, int64_t n, float a, float b) {
     return mass(n, [&](int64_t base, int64_t m, Block& s) {
@@ -237,9 +275,10 @@ struct BlockPasses {
   static RowKernels table() {
     return RowKernels{argmax,             Path::prob_mass,    prob_scan,
                       logit_max,          exp_mass,           exp_scan,
-                      bound_pass,         prob_residual_mass, prob_residual_scan,
-                      exp_residual_mass,  exp_residual_scan,  Path::load,
-                      patched_max,        Path::collect,      Path::exp_values};
+                      bound_pass,         block_maxima,       prob_residual_mass,
+                      prob_residual_scan, exp_residual_mass,  exp_residual_scan,
+                      Path::load,         patched_max,        Path::collect,
+                      Path::exp_values};
   }
 };
 

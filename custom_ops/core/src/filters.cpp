@@ -265,7 +265,7 @@ Status greedy_token(const RowKernels& k, const void* row, int64_t V,
 }
 
 Status FilteredRow::build(const RowKernels& k, const void* row, int64_t V, const RowSampling& rs,
-                          const std::vector<int64_t>& penalized_ids, RowName where) {
+                          const std::vector<int64_t>& penalized_ids, RowName where, RowUse use) {
   row_ = row;
   V_ = V;
   temperature_ = rs.temperature;
@@ -291,9 +291,10 @@ Status FilteredRow::build(const RowKernels& k, const void* row, int64_t V, const
   kept_y_.clear();
   kept_num_.clear();
   mass_known_ = true;
+  use_ = use;
   if (rs.top_k > 0) return candidates_top_k(k, rs, where);
 
-  if (!explicit_) return build_bounds(k, where);
+  if (!explicit_) return use == RowUse::kDecide ? build_bounds(k, where) : build_envelope(k, where);
   const MaxResult mx = k.logit_max(row, V);
   if (!mx.clean) return bad_logit(k, row, V, where);
   map_.xmax = patched_row_max(k, row, V, mx.max, map_.patches);
@@ -500,36 +501,73 @@ Status FilteredRow::build_bounds(const RowKernels& k, RowName where) {
   const int64_t blocks = (V_ + kBlock - 1) / kBlock;
   block_ref_.resize(blocks);
   block_bound_.resize(blocks);
-  prefix_.resize(blocks + 1);
   const float a = map_.inv_temp * kBoundScale;
   const MaxResult mx = k.bound_pass(row_, V_, map_.patches, a, block_ref_.data(), block_bound_.data());
   if (!mx.clean) return bad_logit(k, row_, V_, where);
   if (mx.max == -kInf) return no_finite_logit(where);
   map_.xmax = mx.max;
   mass_known_ = false;
-  // The running maximum ascends: blocks before `first` have ref < ymax and a scale below 1,
-  // the rest have scale 1, so their loop is a bare running sum (the same values either way).
+  // The running maximum ascends: blocks before `first` have ref < ymax and a scale below 1.
   const int64_t first = std::lower_bound(block_ref_.begin(), block_ref_.end(), mx.max) - block_ref_.begin();
-  double sum = 0.0;
-  prefix_[0] = 0.0;
-  for (int64_t b = 0; b < first; ++b) prefix_[b + 1] = sum += static_cast<double>(block_bound_[b]) * block_scale(b);
-  const double before = sum;
-  for (int64_t b = first; b < blocks; ++b) prefix_[b + 1] = sum += static_cast<double>(block_bound_[b]);
+  double before = 0.0, at_max = 0.0;
+  for (int64_t b = 0; b < first; ++b)
+    before += static_cast<double>(block_bound_[b]) *
+              static_cast<double>(exp_upper_bound(block_ref_[b] - mx.max, a));
+  for (int64_t b = first; b < blocks; ++b) at_max += static_cast<double>(block_bound_[b]);
   // Blocks at the row's maximum: bound <= kExpBoundRatio * numerator; earlier blocks, whose
-  // scale is itself a bound: the ratio squared. Both up to the folds' rounding (< 1e-6).
-  bound_lo_ = ((sum - before) / kExpBoundRatio + before / (kExpBoundRatio * kExpBoundRatio)) * (1.0 - 1e-5);
+  // scale is itself a bound: the ratio squared. Both up to the folds' and these sums' rounding
+  // (< 1e-6).
+  bound_hi_ = (before + at_max) * (1.0 + 1e-5);
+  bound_lo_ = (at_max / kExpBoundRatio + before / (kExpBoundRatio * kExpBoundRatio)) * (1.0 - 1e-5);
   return Status::ok();
 }
 
-double FilteredRow::block_scale(int64_t b) const {
-  const float ref = block_ref_[b];
-  return ref == map_.xmax ? 1.0
-                          : static_cast<double>(exp_upper_bound(ref - map_.xmax, map_.inv_temp * kBoundScale));
+// The envelope of sample(): one read of the row gives each block's maximum m_b. Every numerator
+// of block b is at most c_b = exp_upper_bound(m_b - ymax) (exp_nonpositive is increasing up to
+// its 2e-7 error, far inside the bound's 2^-10 margin), so n_b * c_b bounds the block's mass;
+// the top block, whose mass is about that of its largest numerators, gets its exact mass
+// instead. The weights are summed in double, left to right within runs of kSuperBlock blocks,
+// whose totals are summed left to right: the running total at the end of block b is
+// super_total_[s] + (its run's sum through b).
+Status FilteredRow::build_envelope(const RowKernels& k, RowName where) {
+  const int64_t blocks = (V_ + kBlock - 1) / kBlock;
+  block_max_.resize(blocks);
+  const MaxResult mx = k.block_maxima(row_, V_, map_.patches, block_max_.data());
+  if (!mx.clean) return bad_logit(k, row_, V_, where);
+  if (mx.max == -kInf) return no_finite_logit(where);
+  map_.xmax = mx.max;
+  mass_known_ = false;
+  top_block_ = std::find(block_max_.begin(), block_max_.end(), mx.max) - block_max_.begin();
+  const int64_t base = top_block_ * kBlock, n = std::min(kBlock, V_ - base);
+  float y[kBlock];
+  for (int64_t j = 0; j < n; ++j) y[j] = value(k, base + j);
+  top_num_.resize(n);
+  k.exp_values(y, n, map_, top_num_.data());
+  double top_mass = 0.0;
+  for (const float num : top_num_) top_mass += static_cast<double>(num);
+  // Separate branch-free loops, so that the compiler vectorizes them.
+  const float a = map_.inv_temp * kBoundScale, ymax = mx.max;
+  block_c_.resize(blocks);
+  for (int64_t b = 0; b < blocks; ++b) block_c_[b] = exp_upper_bound(block_max_[b] - ymax, a);
+  weight_.resize(blocks);
+  for (int64_t b = 0; b < blocks; ++b) weight_[b] = static_cast<double>(kBlock) * static_cast<double>(block_c_[b]);
+  weight_[blocks - 1] = static_cast<double>(V_ - (blocks - 1) * kBlock) * static_cast<double>(block_c_[blocks - 1]);
+  weight_[top_block_] = top_mass;
+  const int64_t supers = (blocks + kSuperBlock - 1) / kSuperBlock;
+  super_total_.resize(supers + 1);
+  super_total_[0] = 0.0;
+  for (int64_t s = 0; s < supers; ++s) {
+    double run = 0.0;
+    for (int64_t b = s * kSuperBlock; b < std::min(blocks, (s + 1) * kSuperBlock); ++b) run += weight_[b];
+    super_total_[s + 1] = super_total_[s] + run;
+  }
+  return Status::ok();
 }
 
 MassBounds FilteredRow::mass_bounds() const {
   if (mass_known_) return MassBounds{mass_, mass_};
-  return MassBounds{bound_lo_, prefix_.back() * (1.0 + 1e-5)};
+  if (use_ != RowUse::kDecide) return MassBounds{0.0, std::numeric_limits<double>::infinity()};
+  return MassBounds{bound_lo_, bound_hi_};
 }
 
 float FilteredRow::value(const RowKernels& k, int64_t t) const {
@@ -558,40 +596,57 @@ int64_t FilteredRow::draw(const RowKernels& k, double target) const {
   return last;
 }
 
-// The proposal at `target` in [0, bound mass): the block whose running total first exceeds it
-// (binary search over the prefix sums), then the first token of the block at which the running
-// total of its bounds, in double from the block's start, does (the last token of the block if
-// rounding leaves none).
-int64_t FilteredRow::propose(const RowKernels& k, double target, double* bound) const {
-  const int64_t blocks = static_cast<int64_t>(block_ref_.size());
-  int64_t lo = 0, hi = blocks - 1;  // the first b with prefix[b + 1] > target
+// The envelope's block at `target` in [0, total): the first whose running total (build_envelope's
+// sums) exceeds it, by a binary search over the run totals and a walk of one run (the run's last
+// block when rounding leaves none); `offset` is target less the running total before the block.
+int64_t FilteredRow::envelope_block(double target, double* offset) const {
+  const int64_t blocks = static_cast<int64_t>(block_max_.size());
+  int64_t lo = 0, hi = static_cast<int64_t>(super_total_.size()) - 2;
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
-    if (prefix_[mid + 1] > target) hi = mid;
+    if (super_total_[mid + 1] > target) hi = mid;
     else lo = mid + 1;
   }
-  const int64_t base = lo * kBlock, end = std::min(V_, base + kBlock);
-  const float ref = block_ref_[lo], a = map_.inv_temp * kBoundScale;
-  const double scale = block_scale(lo);
-  double cum = prefix_[lo];
-  for (int64_t j = base; j < end; ++j) {
-    *bound = static_cast<double>(exp_upper_bound(value(k, j) - ref, a)) * scale;
-    cum += *bound;
-    if (cum > target) return j;
+  const int64_t end = std::min(blocks, (lo + 1) * kSuperBlock);
+  double run = 0.0;
+  int64_t b = lo * kSuperBlock;
+  for (; b < end - 1; ++b) {
+    const double next = run + weight_[b];
+    if (super_total_[lo] + next > target) break;
+    run = next;
   }
-  return end - 1;
+  *offset = target - (super_total_[lo] + run);
+  return b;
 }
 
+// Rejection from the envelope: a proposal is the envelope's block at u * total and, in the top
+// block, the inverse CDF of its numerators at the offset (always kept); in any other block, the
+// token at offset / c_b (each token of the block covers c_b of the block's weight n_b * c_b),
+// kept when v * c_b < its numerator.
 int64_t FilteredRow::sample(const RowKernels& k, DrawStream& uniforms, int max_proposals) {
   if (explicit_) return draw(k, uniforms() * mass_);
-  for (int n = 0; n < max_proposals; ++n) {
-    const double u = uniforms(), v = uniforms();
-    double bound = 0.0;
-    const int64_t j = propose(k, u * prefix_.back(), &bound);
-    if (v * bound < static_cast<double>(numerator(k, j))) return j;
-  }
-  const double u = uniforms();
-  return draw(k, u * mass(k));
+  if (use_ == RowUse::kDraw)
+    for (int n = 0; n < max_proposals; ++n) {
+      const double u = uniforms(), v = uniforms();
+      double offset = 0.0;
+      const int64_t b = envelope_block(u * super_total_.back(), &offset);
+      const int64_t base = b * kBlock, m = std::min(kBlock, V_ - base);
+      if (b == top_block_) {
+        double cum = 0.0;
+        int64_t last = -1;
+        for (int64_t j = 0; j < m; ++j) {
+          if (!(top_num_[j] > 0.0f)) continue;
+          cum += static_cast<double>(top_num_[j]);
+          last = base + j;
+          if (cum > offset) break;
+        }
+        return last;
+      }
+      const float c = block_c_[b];
+      const int64_t j = base + std::min<int64_t>(m - 1, static_cast<int64_t>(std::max(0.0, offset / c)));
+      if (v * static_cast<double>(c) < static_cast<double>(numerator(k, j))) return j;
+    }
+  return draw(k, uniforms() * mass(k));
 }
 
 void FilteredRow::write_scaled(float* out) const {

@@ -66,12 +66,16 @@ struct MassBounds {
   double lo, hi;
 };
 
+// What a row without an explicit kept set is built for: a draw (sample, filter_logits, verify's
+// bonus token) reads each block's maximum, the envelope of sample(); a decision (verify's
+// acceptance test) reads the bound pass, the source of mass_bounds().
+enum class RowUse { kDraw, kDecide };
+
 // One logit row under the filters: its numerators exp_nonpositive((y - ymax) / T) (y: the
 // penalized logits), restricted to the kept set. Any of top-k, top-p, min-p makes the kept set
 // explicit (`kept`, ascending, with its numerators and their mass); otherwise every token is
-// kept, the row is read through `map`, and building it costs one read of the row: the bound
-// pass (its maximum and block sums of exp_upper_bound; the exact mass is computed only when
-// asked for). Not copyable: `map` points into it.
+// kept, the row is read through `map`, and building it costs one read of the row (see RowUse;
+// the exact mass is computed only when asked for). Not copyable: `map` points into it.
 class FilteredRow {
  public:
   FilteredRow() = default;
@@ -80,13 +84,13 @@ class FilteredRow {
 
   // T > 0. Errors name `where` (NaN or +inf logits, no finite logit).
   Status build(const RowKernels& k, const void* row, int64_t V, const RowSampling& rs,
-               const std::vector<int64_t>& penalized, RowName where);
+               const std::vector<int64_t>& penalized, RowName where, RowUse use);
 
   // The sum of the kept numerators (one exp pass, once, for a row that is not explicit).
   double mass(const RowKernels& k);
   // Bounds of mass(k) without computing it: exact for an explicit row or once mass(k) is known;
-  // else from the bound pass (each numerator within kExpBoundRatio, or its square, of its
-  // bound).
+  // else, for a row built for a decision, from the bound pass (each numerator within
+  // kExpBoundRatio, or its square, of its bound); else [0, inf).
   MassBounds mass_bounds() const;
   bool explicit_set() const { return explicit_; }
   const ExpMap& map() const { return map_; }
@@ -96,11 +100,12 @@ class FilteredRow {
   // (a fraction of mass(k), which must be known).
   int64_t draw(const RowKernels& k, double target) const;
   // A token drawn with probability numerator / mass. An explicit row: draw(k, u * mass) with the
-  // first uniform. Otherwise by rejection, without the exact mass: propose j by the inverse CDF
-  // of the scaled block bounds (uniform u), accept it when v * bound(j) < numerator(j) (uniform
-  // v); after kMaxProposals rejections (each below 0.12 likely), the exact inverse CDF with the
-  // next uniform. `max_proposals` lowers the limit (tests of the fallback).
-  static constexpr int kMaxProposals = 16;
+  // first uniform. Otherwise (a row built for a draw) by rejection from the block envelope,
+  // without the exact mass (docs/OPS.md, "The seeded draw from a softmax row"): each proposal
+  // takes two uniforms u, v; after kMaxProposals rejections (the envelope is within 68x of the
+  // mass, so that has probability below 1e-6), the exact inverse CDF with the next uniform.
+  // `max_proposals` lowers the limit (tests of the fallback).
+  static constexpr int kMaxProposals = 1024;
   int64_t sample(const RowKernels& k, DrawStream& uniforms, int max_proposals = kMaxProposals);
   // filter_logits' row: `out` holds the row's logits as float on entry; kept tokens become
   // y / T, the others -inf.
@@ -121,23 +126,30 @@ class FilteredRow {
                        int64_t* token) const;
   float value(const RowKernels& k, int64_t t) const;  // y[t]: the logit, patched
   Status build_bounds(const RowKernels& k, RowName where);
-  double block_scale(int64_t b) const;
-  int64_t propose(const RowKernels& k, double target, double* bound) const;
+  Status build_envelope(const RowKernels& k, RowName where);
+  int64_t envelope_block(double target, double* offset) const;
 
   const void* row_ = nullptr;
   int64_t V_ = 0;
   float temperature_ = 1.0f;
   ExpMap map_;
   bool explicit_ = false;
+  RowUse use_ = RowUse::kDraw;
   bool mass_known_ = false;
-  double mass_ = 0.0, bound_lo_ = 0.0;
+  double mass_ = 0.0, bound_lo_ = 0.0, bound_hi_ = 0.0;
   std::vector<int64_t> patch_index_;
   std::vector<float> patch_value_;
   std::vector<int64_t> collected_;  // scratch for the collect pass
   std::vector<float> collected_value_;
   std::vector<float> exact_sums_;               // block sums of the exp pass, for draw()
   std::vector<float> block_ref_, block_bound_;  // the bound pass, per block
-  std::vector<double> prefix_;                  // running totals of the scaled block bounds
+  // The envelope: each block's maximum m_b, c_b and weight, running totals per kSuperBlock
+  // blocks, the top block (the first holding ymax) and its numerators.
+  static constexpr int64_t kSuperBlock = 32;
+  std::vector<float> block_max_, block_c_;
+  std::vector<double> weight_, super_total_;
+  int64_t top_block_ = 0;
+  std::vector<float> top_num_;
   std::vector<int64_t> kept_;
   std::vector<float> kept_y_, kept_num_;
   std::vector<uint32_t> keys_;

@@ -267,8 +267,8 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
         const int64_t t = draft_tokens.at(b, i);
         const void* p = row_bytes(target, b, i);
         const void* q = row_bytes(draft, b, i);
-        SPEC_EDGE_RETURN_IF_ERROR(fp.build(k, p, V, rs, seen.ids(), {"target_logits", b, i}));
-        SPEC_EDGE_RETURN_IF_ERROR(fq.build(k, q, V, rs, seen.ids(), {"draft_logits", b, i}));
+        SPEC_EDGE_RETURN_IF_ERROR(fp.build(k, p, V, rs, seen.ids(), {"target_logits", b, i}, RowUse::kDecide));
+        SPEC_EDGE_RETURN_IF_ERROR(fq.build(k, q, V, rs, seen.ids(), {"draft_logits", b, i}, RowUse::kDecide));
         const double pt = fp.numerator(k, t), qt = fq.numerator(k, t);
         // Bounds first; the target's mass, then the draft's, only while they cannot decide.
         Decision d = accept_within(u(i), pt, fp.mass_bounds(), qt, fq.mass_bounds());
@@ -298,8 +298,8 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
         break;
       }
       if (n == n_draft) {
-        SPEC_EDGE_RETURN_IF_ERROR(
-            fp.build(k, row_bytes(target, b, n_draft), V, rs, seen.ids(), {"target_logits", b, n_draft}));
+        SPEC_EDGE_RETURN_IF_ERROR(fp.build(k, row_bytes(target, b, n_draft), V, rs, seen.ids(),
+                                           {"target_logits", b, n_draft}, RowUse::kDraw));
         DrawStream uniforms{seed, offset, static_cast<uint32_t>(b), u_last,
                             static_cast<uint64_t>(K + 1)};
         token = fp.sample(k, uniforms);
@@ -348,7 +348,7 @@ Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
           greedy_token(k, row, V, seen.ids(), rs.penalty, {"logits", b, -1}, &tokens[b]));
       continue;
     }
-    SPEC_EDGE_RETURN_IF_ERROR(f.build(k, row, V, rs, seen.ids(), {"logits", b, -1}));
+    SPEC_EDGE_RETURN_IF_ERROR(f.build(k, row, V, rs, seen.ids(), {"logits", b, -1}, RowUse::kDraw));
     const uint64_t seed = static_cast<uint64_t>(params.seed.at(b));
     const uint64_t offset = static_cast<uint64_t>(params.offset.at(b));
     DrawStream uniforms{seed, offset, static_cast<uint32_t>(b),
@@ -379,7 +379,7 @@ Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filter
       y[token] = seen_token ? apply_penalty(x, rs.penalty) : x;
       continue;
     }
-    SPEC_EDGE_RETURN_IF_ERROR(f.build(k, row, V, rs, seen.ids(), {"logits", b, -1}));
+    SPEC_EDGE_RETURN_IF_ERROR(f.build(k, row, V, rs, seen.ids(), {"logits", b, -1}, RowUse::kDraw));
     switch (logits.dtype) {
       case DType::kFloat16: row_to_float<Half>(row, V, y); break;
       case DType::kBFloat16: row_to_float<BFloat16>(row, V, y); break;

@@ -125,6 +125,19 @@ struct Reference {
     }
   }
 
+  static void maxima_run(const T* x, int64_t blocks, BoundState& st, float* max) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      float m = -kInf;
+      for (int64_t j = 0; j < kBlock; ++j) {
+        const float v = to_float(x[b * kBlock + j]);
+        m = v > m ? v : m;
+        st.seen_nan |= v != v;
+      }
+      max[b] = m;
+      st.running = m > st.running ? m : st.running;
+    }
+  }
+
   static float block_max(const float* s, int64_t m) {
     float r = -kInf;
     for (int64_t j = 0; j < m; ++j) r = s[j] > r ? s[j] : r;

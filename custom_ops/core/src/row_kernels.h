@@ -64,6 +64,9 @@ struct RowKernels {
   // ceil(n / kBlock) in each.
   MaxResult (*bound_pass)(const void* x, int64_t n, Patches patches, float a, float* ref,
                           float* sum);
+  // The maximum of the patched row (clean: false on NaN or +inf) and max[b], block b's own
+  // maximum (-inf for a block of -inf), room for ceil(n / kBlock): the sampler's envelope.
+  MaxResult (*block_maxima)(const void* x, int64_t n, Patches patches, float* max);
   double (*prob_residual_mass)(const void* p, const void* q, int64_t n, float a, float b);
   int64_t (*prob_residual_scan)(const void* p, const void* q, int64_t n, float a, float b,
                                 double target);

@@ -526,6 +526,34 @@ struct VectorKernels {
       }
     }
 
+    // block_maxima's runs: bound_run's first half (the maxima, W blocks at a time).
+    __attribute__((always_inline)) static void maxima_run(const T* x, int64_t blocks,
+                                                          BoundState& st, float* max) {
+      int64_t b = 0;
+      for (; b + W <= blocks; b += W) {
+        F maxima[W];
+        I nan_lanes = {};
+        for (int g = 0; g < W; ++g) {
+          const T* xb = x + (b + g) * kBlock;
+          prefetch_ahead(xb);
+          F t[kVecs];
+          for (int k = 0; k < kVecs; ++k) t[k] = load_elems(xb + W * k);
+          maxima[g] = tree_max(t, nan_lanes);
+        }
+        st.nan_lanes |= nan_lanes;
+        const F block_max = reduce_lanes(maxima, [](F p, F q) { return greater_or(p, q); });
+        std::memcpy(max + b, &block_max, sizeof block_max);
+        st.running = greater_or(all_lanes_max(block_max), st.running);
+      }
+      for (; b < blocks; ++b) {
+        F t[kVecs];
+        for (int k = 0; k < kVecs; ++k) t[k] = load_elems(x + b * kBlock + W * k);
+        const F m = all_lanes_max(tree_max(t, st.nan_lanes));
+        max[b] = m[0];
+        st.running = greater_or(m, st.running);
+      }
+    }
+
     // W whole blocks: first each block's lane-wise maximum, the W of them reduced across lanes
     // at once and turned into running maxima, then each block's bounds, their folds finished
     // across lanes at once. No step waits on one block's reduction, so the blocks overlap. The
