@@ -55,7 +55,7 @@ bool x86_has_avx512() {
 
 // The automatic choice is the first available, and the list ends in scalar. avx512 comes after
 // avx2, so it runs only when forced: its 512-bit passes are faster where a pass computes per
-// element (sampling, verify) but slower for the argmax that verify_greedy reads with, on the
+// element (verify's bound pass) but slower for the argmax that verify_greedy reads with, on the
 // hosts measured (docs/OPS.md).
 const IsaInfo kIsas[] = {
 #if defined(__x86_64__)
