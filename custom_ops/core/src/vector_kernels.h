@@ -517,65 +517,61 @@ struct VectorKernels {
       for (; b + W <= blocks; b += W) group_bound(x + b * kBlock, a, st, ref + b, sum + b);
       for (; b < blocks; ++b) {
         const T* xb = x + b * kBlock;
-        prefetch_ahead(xb);
-        F t[kVecs];
-        for (int k = 0; k < kVecs; ++k) t[k] = load_elems(xb + W * k);
-        st.running = greater_or(all_lanes_max(tree_max(t, st.nan_lanes)), st.running);
+        st.running = greater_or(all_lanes_max(lane_maxima(xb, st.nan_lanes)), st.running);
         ref[b] = st.max();
         sum[b] = fold_lanes(block_bounds(xb, st.running, a));
       }
     }
 
-    // block_maxima's runs: bound_run's first half (the maxima, W blocks at a time).
+    // block_maxima's runs: bound_run's first half, the maxima alone.
     __attribute__((always_inline)) static void maxima_run(const T* x, int64_t blocks,
                                                           BoundState& st, float* max) {
       int64_t b = 0;
       for (; b + W <= blocks; b += W) {
-        F maxima[W];
-        I nan_lanes = {};
-        for (int g = 0; g < W; ++g) {
-          const T* xb = x + (b + g) * kBlock;
-          prefetch_ahead(xb);
-          F t[kVecs];
-          for (int k = 0; k < kVecs; ++k) t[k] = load_elems(xb + W * k);
-          maxima[g] = tree_max(t, nan_lanes);
-        }
+        I nan_lanes = {};  // a local, so that it stays in a register
+        const F block_max = group_maxima(x + b * kBlock, nan_lanes);
         st.nan_lanes |= nan_lanes;
-        const F block_max = reduce_lanes(maxima, [](F p, F q) { return greater_or(p, q); });
         std::memcpy(max + b, &block_max, sizeof block_max);
         st.running = greater_or(all_lanes_max(block_max), st.running);
       }
       for (; b < blocks; ++b) {
-        F t[kVecs];
-        for (int k = 0; k < kVecs; ++k) t[k] = load_elems(x + b * kBlock + W * k);
-        const F m = all_lanes_max(tree_max(t, st.nan_lanes));
+        const F m = all_lanes_max(lane_maxima(x + b * kBlock, st.nan_lanes));
         max[b] = m[0];
         st.running = greater_or(m, st.running);
       }
     }
 
-    // W whole blocks: first each block's lane-wise maximum, the W of them reduced across lanes
-    // at once and turned into running maxima, then each block's bounds, their folds finished
-    // across lanes at once. No step waits on one block's reduction, so the blocks overlap. The
-    // blocks are read twice, the second time from L1.
+    // W whole blocks: first each block's maximum (group_maxima) turned into running maxima,
+    // then each block's bounds, their folds finished across lanes at once. No step waits on one
+    // block's reduction, so the blocks overlap. The blocks are read twice, the second time from
+    // L1.
     static void group_bound(const T* x, float a, BoundState& st, float* ref, float* sum) {
-      F maxima[W];
-      I nan_lanes = {};  // a local, so that it stays in a register
-      for (int g = 0; g < W; ++g) {
-        prefetch_ahead(x + g * kBlock);
-        F t[kVecs];
-        for (int k = 0; k < kVecs; ++k) t[k] = load_elems(x + g * kBlock + W * k);
-        maxima[g] = tree_max(t, nan_lanes);
-      }
+      I nan_lanes = {};
+      const F block_max = group_maxima(x, nan_lanes);
       st.nan_lanes |= nan_lanes;
-      const F running = greater_or(
-          prefix_max(reduce_lanes(maxima, [](F p, F q) { return greater_or(p, q); })), st.running);
+      const F running = greater_or(prefix_max(block_max), st.running);
       std::memcpy(ref, &running, sizeof running);
       st.running = splat(running[W - 1]);
       F folds[W];
       for (int g = 0; g < W; ++g) folds[g] = block_bounds(x + g * kBlock, splat(ref[g]), a);
       const F sums = reduce_lanes(folds, [](F p, F q) { return p + q; });
       std::memcpy(sum, &sums, sizeof sums);
+    }
+
+    // Lane g: the maximum of whole block g of the W from x, their lane-wise maxima reduced
+    // across lanes at once.
+    static F group_maxima(const T* x, I& nan_lanes) {
+      F maxima[W];
+      for (int g = 0; g < W; ++g) maxima[g] = lane_maxima(x + g * kBlock, nan_lanes);
+      return reduce_lanes(maxima, [](F p, F q) { return greater_or(p, q); });
+    }
+
+    // The lane-wise maximum of the whole block at x (prefetching ahead).
+    static F lane_maxima(const T* x, I& nan_lanes) {
+      prefetch_ahead(x);
+      F t[kVecs];
+      for (int k = 0; k < kVecs; ++k) t[k] = load_elems(x + W * k);
+      return tree_max(t, nan_lanes);
     }
 
     // Lane g: the maximum of lanes 0 .. g (log2(W) shifts).
