@@ -1,9 +1,10 @@
 // The row passes on compiler-generic vectors of W floats (GCC/Clang vector extensions).
 //
 // One source for every vector path: included by a translation unit compiled for its ISA
-// (W = 4: SSE2 on x86-64, NEON on aarch64; W = 8: AVX2; W = 16: AVX-512). Same operations in the same order as
-// the scalar reference (numerics.h), so the same bits. Everything here has internal linkage so
-// that code compiled for one ISA is never shared with another translation unit.
+// (W = 4: SSE2 on x86-64, NEON on aarch64; W = 8: AVX2; W = 16: AVX-512). Same operations in
+// the same order as the scalar reference (numerics.h), so the same bits. Everything here has
+// internal linkage so that code compiled for one ISA is never shared with another translation
+// unit.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +43,8 @@ struct VectorKernels {
   using I = typename Vec<W>::i;
   using U = typename Vec<W>::u;
   static constexpr int kVecs = static_cast<int>(kBlock) / W;  // vectors per block
-  // How far ahead the bound pass prefetches: at least the next group of W blocks, which is then
-  // fetched while this group's bounds are computed.
+  // How far ahead the bound pass and block_maxima prefetch: at least the next group of W
+  // blocks, which is then fetched while this group is computed.
   static constexpr size_t kPrefetchBlocks = W < 8 ? 8 : W;
   using Block = F[kVecs];
 
