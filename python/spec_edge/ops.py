@@ -242,8 +242,9 @@ def sample(
 
     Exact sampling with the Philox4x32-10 stream keyed by ``(seed, offset, row)`` (the layout of
     :func:`verify`; give the two ops distinct offsets), over the kept set of
-    :func:`filter_logits`: unfiltered, by rejection from a bound of the softmax read in one pass
-    over the row (``docs/OPS.md``); with top-k, top-p or min-p, by inverse CDF over the kept set.
+    :func:`filter_logits`: unfiltered, by rejection from an envelope of the softmax built from each
+    block's maximum in one pass over the row (``docs/OPS.md``); with top-k, top-p or min-p, by
+    inverse CDF over the kept set.
     Masked (``-inf``) logits are never drawn. The same inputs and seed give the same tokens on
     every CPU path.
 
