@@ -117,7 +117,8 @@ inline int64_t reference_draw(const std::vector<float>& y, float T,
       }
       return last;
     }
-    const int64_t j = base + std::min<int64_t>(n - 1, static_cast<int64_t>(std::max(0.0, offset / c[b])));
+    const double slot = std::min(std::max(0.0, offset / static_cast<double>(c[b])), static_cast<double>(n - 1));
+    const int64_t j = base + static_cast<int64_t>(slot);
     if (v * static_cast<double>(c[b]) < static_cast<double>(num[j])) return j;
   }
   int64_t n = -1, next = -1;

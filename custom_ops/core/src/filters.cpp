@@ -642,8 +642,11 @@ int64_t FilteredRow::sample(const RowKernels& k, DrawStream& uniforms, int max_p
         }
         return last;
       }
+      // Clamped before the conversion: the running totals' rounding, divided by a tiny c_b, can
+      // put the slot far past the block.
       const float c = block_c_[b];
-      const int64_t j = base + std::min<int64_t>(m - 1, static_cast<int64_t>(std::max(0.0, offset / c)));
+      const double slot = std::min(std::max(0.0, offset / static_cast<double>(c)), static_cast<double>(m - 1));
+      const int64_t j = base + static_cast<int64_t>(slot);
       if (v * static_cast<double>(c) < static_cast<double>(numerator(k, j))) return j;
     }
   return draw(k, uniforms() * mass(k));
