@@ -88,9 +88,22 @@ TEST(Numerics, ExpUpperBoundBracketsExp) {
 // The sampler's envelope (filters.cpp): the bound of a block's maximum bounds the numerator of
 // every smaller logit of the block, computed the way the sampler computes it; that needs
 // exp_nonpositive increasing up to far less than the bound's margin, which pairs of nearby
-// logits probe (at T = 1 and at random temperatures).
+// logits probe (at T = 1 and at random temperatures), densely next to each power of two, where
+// the bound's chord touches 2^u and only the margin is left.
 TEST(Numerics, BoundOfTheMaximumBoundsEverySmallerNumerator) {
   std::mt19937 rng(9);
+  for (int n = 0; n <= 125; ++n) {
+    const uint32_t bits = float_to_bits(static_cast<float>(-n * 0.693147180559945));
+    for (int j = -3000; j <= 3000; ++j) {
+      const float m = bits_to_float(bits + j);
+      if (!(m <= 0.0f && m >= -87.0f)) continue;
+      const float bound = exp_upper_bound(m, kBoundScale);
+      for (int k = 0; k < 4; ++k) {
+        const float y = bits_to_float(float_to_bits(m) + (m < 0.0f ? 1 : 0) * static_cast<uint32_t>(rng() % 64));
+        ASSERT_GE(bound, exp_nonpositive(y)) << "y=" << y << " m=" << m;
+      }
+    }
+  }
   std::uniform_real_distribution<float> unit(0.0f, 1.0f), log_t(-4.0f, 3.0f);
   for (int i = 0; i < 2000000; ++i) {
     const float inv_temp = i % 2 == 0 ? 1.0f : 1.0f / std::exp(log_t(rng));
