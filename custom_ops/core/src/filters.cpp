@@ -522,22 +522,30 @@ Status FilteredRow::build_bounds(const RowKernels& k, RowName where) {
   return Status::ok();
 }
 
-// The envelope of sample(): one read of the row gives each block's maximum m_b. Every numerator
-// of block b is at most c_b = exp_upper_bound(m_b - ymax) (exp_nonpositive is increasing up to
-// its 2e-7 error, far inside the bound's 2^-10 margin), so n_b * c_b bounds the block's mass;
-// the top block, whose mass is about that of its largest numerators, gets its exact mass
-// instead. The weights are summed in double, left to right within runs of kSuperBlock blocks,
-// whose totals are summed left to right: the running total at the end of block b is
-// super_total_[s] + (its run's sum through b).
+// The envelope of sample(): one read of the row gives each block's maximum m_b (and checks the
+// row). The weights are built by the first sample(), so a row that is not drawn from
+// (filter_logits) pays for the read alone.
 Status FilteredRow::build_envelope(const RowKernels& k, RowName where) {
-  const int64_t blocks = (V_ + kBlock - 1) / kBlock;
-  block_max_.resize(blocks);
+  block_max_.resize((V_ + kBlock - 1) / kBlock);
   const MaxResult mx = k.block_maxima(row_, V_, map_.patches, block_max_.data());
   if (!mx.clean) return bad_logit(k, row_, V_, where);
   if (mx.max == -kInf) return no_finite_logit(where);
   map_.xmax = mx.max;
   mass_known_ = false;
-  top_block_ = std::find(block_max_.begin(), block_max_.end(), mx.max) - block_max_.begin();
+  envelope_ready_ = false;
+  return Status::ok();
+}
+
+// Every numerator of block b is at most c_b = exp_upper_bound(m_b - ymax) (exp_nonpositive is
+// increasing up to its 2e-7 error, far inside the bound's 2^-10 margin), so n_b * c_b bounds the
+// block's mass; the top block, whose mass is about that of its largest numerators, gets its
+// exact mass instead. The weights are summed in double, left to right within runs of
+// kSuperBlock blocks, whose totals are summed left to right: the running total at the end of
+// block b is super_total_[s] + (its run's sum through b).
+void FilteredRow::prepare_envelope(const RowKernels& k) {
+  const int64_t blocks = static_cast<int64_t>(block_max_.size());
+  const float ymax = map_.xmax;
+  top_block_ = std::find(block_max_.begin(), block_max_.end(), ymax) - block_max_.begin();
   const int64_t base = top_block_ * kBlock, n = std::min(kBlock, V_ - base);
   float y[kBlock];
   for (int64_t j = 0; j < n; ++j) y[j] = value(k, base + j);
@@ -546,7 +554,7 @@ Status FilteredRow::build_envelope(const RowKernels& k, RowName where) {
   double top_mass = 0.0;
   for (const float num : top_num_) top_mass += static_cast<double>(num);
   // Separate branch-free loops, so that the compiler vectorizes them.
-  const float a = map_.inv_temp * kBoundScale, ymax = mx.max;
+  const float a = map_.inv_temp * kBoundScale;
   block_c_.resize(blocks);
   for (int64_t b = 0; b < blocks; ++b) block_c_[b] = exp_upper_bound(block_max_[b] - ymax, a);
   weight_.resize(blocks);
@@ -561,7 +569,7 @@ Status FilteredRow::build_envelope(const RowKernels& k, RowName where) {
     for (int64_t b = s * kSuperBlock; b < std::min(blocks, (s + 1) * kSuperBlock); ++b) run += weight_[b];
     super_total_[s + 1] = super_total_[s] + run;
   }
-  return Status::ok();
+  envelope_ready_ = true;
 }
 
 MassBounds FilteredRow::mass_bounds() const {
@@ -625,6 +633,7 @@ int64_t FilteredRow::envelope_block(double target, double* offset) const {
 // kept when v * c_b < its numerator.
 int64_t FilteredRow::sample(const RowKernels& k, DrawStream& uniforms, int max_proposals) {
   if (explicit_) return draw(k, uniforms() * mass_);
+  if (use_ == RowUse::kDraw && !envelope_ready_) prepare_envelope(k);
   if (use_ == RowUse::kDraw)
     for (int n = 0; n < max_proposals; ++n) {
       const double u = uniforms(), v = uniforms();

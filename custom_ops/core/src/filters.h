@@ -127,6 +127,7 @@ class FilteredRow {
   float value(const RowKernels& k, int64_t t) const;  // y[t]: the logit, patched
   Status build_bounds(const RowKernels& k, RowName where);
   Status build_envelope(const RowKernels& k, RowName where);
+  void prepare_envelope(const RowKernels& k);
   int64_t envelope_block(double target, double* offset) const;
 
   const void* row_ = nullptr;
@@ -149,6 +150,7 @@ class FilteredRow {
   std::vector<float> block_max_, block_c_;
   std::vector<double> weight_, super_total_;
   int64_t top_block_ = 0;
+  bool envelope_ready_ = false;
   std::vector<float> top_num_;
   std::vector<int64_t> kept_;
   std::vector<float> kept_y_, kept_num_;
