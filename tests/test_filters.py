@@ -164,6 +164,22 @@ def test_greedy_uses_the_penalized_argmax():
     assert torch.equal(out, torch.tensor([[-math.inf, 2.9, -math.inf]]))
 
 
+def test_greedy_with_the_penalty_finds_a_plus_inf_maximum():
+    # +inf - ymax is NaN, so the search for the tokens at the maximum needs its own path; a
+    # finite logit that the penalty overflows to +inf is such a maximum too (the first one wins).
+    inf = math.inf
+    for x, prev, want in [([1.0, inf, 3.0, 0.5], [2], 1), ([3e38, 1.0, inf], [0], 0),
+                          ([1.0, 3e38, inf], [0], 2)]:
+        f = F(repetition_penalty=0.5, prev_tokens=torch.tensor(prev))
+        row = torch.tensor([x])
+        assert spec_edge.sample(row, 0.0, filters=f).item() == want
+        out = spec_edge.filter_logits(row, 0.0, f)
+        assert torch.isinf(out).sum() == len(x) and out[0, want] == inf
+        t = torch.stack([row[0], row[0]])[None]
+        r = spec_edge.verify(t, t[:, :1], torch.tensor([[want]]), 0.0, filters=f)
+        assert r.tokens.tolist() == [[want, want]]
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_dtypes_filter_their_float_values(dtype):
     x = (3 * torch.randn(4, 1000, generator=torch.Generator().manual_seed(0))).to(dtype)

@@ -243,6 +243,17 @@ Status greedy_token(const RowKernels& k, const void* row, int64_t V,
     values[i] = apply_penalty(k.load(row, penalized_ids[i]), penalty);
   const Patches patches{penalized_ids.data(), values.data(), static_cast<int64_t>(values.size())};
   const float ymax = patched_row_max(k, row, V, raw_max, patches);
+  if (ymax == kInf) {
+    // x - ymax is NaN at +inf, so the collect below would find nothing: the first +inf of the
+    // patched row, by a scan (+inf logits are rare).
+    for (int64_t j = 0;; ++j) {
+      const int64_t i = find_sorted(penalized_ids, j);
+      if ((i < 0 ? k.load(row, j) : values[i]) == kInf) {
+        *token = j;
+        return Status::ok();
+      }
+    }
+  }
   // Unpatched tokens at the maximum: x - ymax >= 0 holds exactly when x >= ymax.
   hits.resize(V);
   hit_values.resize(V);
