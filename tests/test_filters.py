@@ -76,11 +76,16 @@ def compare_row(ours: torch.Tensor, theirs: torch.Tensor, x, params, prev):
     mass = float(probs[diff].sum())
     if tied:
         return int(diff.sum()), mass, "tie"
+    args = (x.numpy(), params["T"], params["top_k"], params["top_p"], params["min_p"], params["penalty"], prev)
+    exact = ~np.isinf(documented_filter(*args[:5], params["penalty"], prev))
     for j in torch.nonzero(diff)[:, 0].tolist():
-        assert near_boundary(x.numpy(), params["T"], params["top_k"], params["top_p"], params["min_p"],
-                             params["penalty"], prev, j), (
+        assert near_boundary(*args, j), (
             f"token {j} differs off any boundary: {params}, ours keeps {torch.nonzero(ko)[:, 0].tolist()}, "
             f"transformers {torch.nonzero(kt)[:, 0].tolist()}")
+        # Beyond spec_edge's own rounding (its masses are within 2e-7 relative), the side it
+        # takes is the rule's in float64: the difference is transformers' float32 cumsum.
+        if not near_boundary(*args, j, tol=1e-6):
+            assert bool(ko[j]) == bool(exact[j]), f"token {j}: spec_edge leaves the float64 rule ({params})"
     return int(diff.sum()), mass, "rounding"
 
 
@@ -128,8 +133,6 @@ def test_kept_set_equals_the_transformers_chain(V, calls, B, record_property):
     summary = f"V={V}: {counts}, worst symmetric-difference mass {worst}"
     print(summary)
     record_property("summary", summary)
-    # Off the planted boundaries, rounding never moves more than 1e-6 of the mass.
-    assert worst["rounding"] < 1e-6, summary
 
 
 def test_top_k_ties_are_all_kept():
