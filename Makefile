@@ -4,7 +4,7 @@ PY := $(abspath $(VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 BUILD_DIR := build/cmake
 
-.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz stat-full demo train-default bench clean
+.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo train-default bench clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -19,7 +19,7 @@ build: venv
 	@# An editable install does not stop on a failed native build: check that it produced the library.
 	@$(PY) -c "import spec_edge" || { echo "make build: the native build failed; rerun without -q: $(PY) -m pip install -v --no-build-isolation --no-deps -e ." >&2; exit 1; }
 
-test: test-cpp test-sanitize test-aarch64 test-fuzz test-py
+test: test-cpp test-sanitize test-aarch64 test-fuzz test-cuda test-py
 
 test-cpp: build
 	@test -n "$$(ctest --test-dir $(BUILD_DIR) -N | grep 'Test *#')" || { echo "test-cpp: no C++ tests were built: install libgtest-dev (see .ci/run)" >&2; exit 1; }
@@ -35,6 +35,10 @@ test-aarch64: build
 
 test-fuzz: build
 	tests/tiers.sh fuzz
+
+# The CUDA build compiled with nvcc (sm_80..sm_90); GPU tests skip without a GPU (bench/gpu_check.sh).
+test-cuda: build
+	tests/tiers.sh cuda
 
 test-py: build
 	$(PY) -m pytest -q

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The C++ test tiers beyond the native build: sanitizers, aarch64 under qemu, the fuzzer.
+# The C++ test tiers beyond the native build: sanitizers, aarch64 under qemu, the fuzzer, the
+# CUDA build.
 # Each tier runs when its tools are present and says clearly when it skips; with CI set, a
 # missing tool is a failure, not a skip.
-# Usage: tests/tiers.sh sanitize|aarch64|fuzz
+# Usage: tests/tiers.sh sanitize|aarch64|fuzz|cuda
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tier=$1
@@ -77,5 +78,19 @@ case "$tier" in
     [ "$status" -eq 0 ] || { tail -30 "$work/log" >&2; echo "FAILED: the fuzzer found a crash (see build/fuzz/crash-*)" >&2; exit 1; }
     echo "fuzz: zero findings"
     ;;
-  *) echo "usage: $0 sanitize|aarch64|fuzz" >&2; exit 2 ;;
+  cuda)  # the CUDA build compiled with nvcc for every supported architecture; its GPU tests run
+         # where a GPU is (bench/gpu_check.sh) and skip here, saying so
+    need nvcc
+    torch_prefix=$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')
+    cmake -S . -B build/cuda -G Ninja -DCMAKE_PREFIX_PATH="$torch_prefix" -DSPEC_EDGE_BUILD_CUDA=ON \
+      -DSPEC_EDGE_CUDA_ARCHITECTURES="80;86;89;90" -DSPEC_EDGE_BUILD_TESTS=OFF -DSPEC_EDGE_BUILD_EXECUTORCH=OFF \
+      -DSPEC_EDGE_BUILD_RUNNER=OFF -DSPEC_EDGE_BUILD_JNI=OFF -DSPEC_EDGE_PYTHON_LIB_DIR="$PWD/build/cuda/lib" >/dev/null
+    cmake --build build/cuda --target spec_edge_aten
+    cmake --install build/cuda >/dev/null
+    # The CUDA-enabled library serves CPU tensors as the default one does.
+    SPEC_EDGE_LIB_DIR="$PWD/build/cuda/lib" python -m pytest -q -rs -p no:cacheprovider \
+      tests/test_cuda.py tests/test_bad_input.py tests/test_ops.py
+    echo "cuda: compiled for sm_80, sm_86, sm_89, sm_90"
+    ;;
+  *) echo "usage: $0 sanitize|aarch64|fuzz|cuda" >&2; exit 2 ;;
 esac

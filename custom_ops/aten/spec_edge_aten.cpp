@@ -1,12 +1,18 @@
-// torch.ops.spec_edge: the schemas (the one place they are written) and the CPU kernels.
+// torch.ops.spec_edge: the schemas (the one place they are written) and the kernels for CPU
+// tensors (the core) and, in a build with SPEC_EDGE_BUILD_CUDA, CUDA tensors (custom_ops/cuda).
 // Argument plumbing only; every value check and all math live in the core.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
 
 #include "spec_edge/attention.h"
 #include "spec_edge/dispatch.h"
 #include "spec_edge/ops.h"
+#if defined(SPEC_EDGE_WITH_CUDA)
+#include "spec_edge/cuda_ops.h"
+#endif
 
 namespace {
 
@@ -16,8 +22,55 @@ using spec_edge::Status;
 void raise_if_error(const Status& s) {
   if (s.is_ok()) return;
   if (s.code() == Code::kInvalidDType) TORCH_CHECK_TYPE(false, s.message());
+  if (s.code() == Code::kUnsupported) TORCH_CHECK_NOT_IMPLEMENTED(false, s.message());
+  if (s.code() == Code::kDeviceError) TORCH_CHECK(false, s.message());
   TORCH_CHECK_VALUE(false, s.message());
 }
+
+// Where an op runs: the device of its first score tensor. CPU tensors run the core, CUDA tensors
+// the CUDA build. The other score tensors and the outputs must be on that device; the small
+// inputs (tokens, parameters, uniforms) may also be on the CPU: they are read on the host.
+class Placement {
+ public:
+  Placement(const at::Tensor& scores, const char* name)
+      : device_(checked_device(scores, name)), name_(name), guard_(device_) {}
+  bool cuda() const { return device_.is_cuda(); }
+  at::TensorOptions options(at::ScalarType dtype) const {
+    return at::TensorOptions().dtype(dtype).device(device_);
+  }
+  // A score or output tensor.
+  void check(const at::Tensor& t, const char* name) const {
+    TORCH_CHECK_VALUE(t.device() == device_, name, ": expected a tensor on ", device_, " (as ",
+                      name_, "), got one on ", t.device());
+  }
+  // A small input, as a CPU tensor.
+  at::Tensor host(const at::Tensor& t, const char* name) const {
+    if (t.device().is_cpu()) return t;
+    TORCH_CHECK_VALUE(t.device() == device_, name, ": expected a tensor on the CPU or on ", device_,
+                      " (as ", name_, "), got one on ", t.device());
+    return t.cpu();
+  }
+  // The current stream of the device (a cudaStream_t).
+  void* stream() const {
+    return c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_).native_handle();
+  }
+
+ private:
+  static at::Device checked_device(const at::Tensor& t, const char* name) {
+#if defined(SPEC_EDGE_WITH_CUDA)
+    TORCH_CHECK_VALUE(t.device().is_cpu() || t.device().is_cuda(), name,
+                      ": expected a CPU or CUDA tensor, got one on ", t.device());
+#else
+    TORCH_CHECK_VALUE(t.device().is_cpu(), name, ": expected a CPU tensor, got one on ", t.device(),
+                      " (this build of spec_edge has no CUDA kernels: build it with "
+                      "SPEC_EDGE_BUILD_CUDA=ON)");
+#endif
+    return t.device();
+  }
+  at::Device device_;
+  const char* name_;
+  c10::DeviceGuard guard_;
+};
 
 void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), name, ": expected a CPU tensor, got one on ", t.device());
@@ -34,12 +87,17 @@ spec_edge::DType score_dtype(const at::Tensor& t, const char* name) {
   }
 }
 
-// A [B, R, V] score tensor as a core view; the vocab axis is made contiguous if it is not.
-spec_edge::Rows rows_view(at::Tensor& t, const char* name) {
-  check_cpu(t, name);
+// A [B, R, V] score tensor as a core view; on the CPU the vocab axis is made contiguous if it is
+// not (a CUDA tensor must have it contiguous: no hidden copy of a server's batch).
+spec_edge::Rows rows_view(at::Tensor& t, const char* name, const Placement& where) {
+  where.check(t, name);
   TORCH_CHECK_VALUE(t.dim() == 3, name, ": expected rank 3 [B, rows, V], got shape ", t.sizes());
   const spec_edge::DType dtype = score_dtype(t, name);
-  if (t.size(2) > 1 && t.stride(2) != 1) t = t.contiguous();
+  if (t.size(2) > 1 && t.stride(2) != 1) {
+    TORCH_CHECK_VALUE(!where.cuda(), name, ": expected a contiguous vocabulary axis (stride 1) on ",
+                      "CUDA, got strides ", t.strides(), "; call .contiguous()");
+    t = t.contiguous();
+  }
   spec_edge::Rows r;
   r.data = t.data_ptr();
   r.dtype = dtype;
@@ -51,9 +109,9 @@ spec_edge::Rows rows_view(at::Tensor& t, const char* name) {
   return r;
 }
 
-// A [B, K] token tensor as int64.
-spec_edge::Tokens tokens_view(at::Tensor& t, const char* name) {
-  check_cpu(t, name);
+// A [B, K] token tensor as int64, read on the host.
+spec_edge::Tokens tokens_view(at::Tensor& t, const char* name, const Placement& where) {
+  t = where.host(t, name);
   TORCH_CHECK_TYPE(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, name,
                    ": unsupported dtype ", t.scalar_type(), "; expected int64 or int32");
   TORCH_CHECK_VALUE(t.dim() == 2, name, ": expected rank 2 [B, K], got shape ", t.sizes());
@@ -82,13 +140,13 @@ bool is_single(const at::Tensor& target, const char* name) {
   return target.dim() == 2;
 }
 
-void prepare_outputs(at::Tensor& a, at::Tensor& b, bool single, int64_t batch) {
+void prepare_outputs(at::Tensor& a, at::Tensor& b, bool single, int64_t batch, const Placement& where) {
   std::vector<int64_t> shape;
   if (!single) shape.push_back(batch);
   for (at::Tensor* o : {&a, &b}) {
     TORCH_CHECK_TYPE(o->scalar_type() == at::kLong, "out tensors must be int64, got ",
                      o->scalar_type());
-    check_cpu(*o, "out");
+    where.check(*o, "out");
     at::native::resize_output(*o, shape);
     TORCH_CHECK_VALUE(o->is_contiguous(), "out tensors must be contiguous");
   }
@@ -103,17 +161,25 @@ std::tuple<at::Tensor&, at::Tensor&> verify_greedy_out(const at::Tensor& target_
   const bool single = is_single(target_probs, "target_probs");
   at::Tensor target = single ? target_probs.unsqueeze(0) : target_probs;
   at::Tensor tokens = batched(draft_tokens, single, 1, "draft_tokens", "[K]");
-  const spec_edge::Rows t = rows_view(target, "target_probs");
-  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens");
-  prepare_outputs(n_accepted, next_token, single, t.batch);
-  raise_if_error(spec_edge::verify_greedy(
-      t, d, {n_accepted.data_ptr<int64_t>(), next_token.data_ptr<int64_t>()}));
+  const Placement where(target, "target_probs");
+  const spec_edge::Rows t = rows_view(target, "target_probs", where);
+  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens", where);
+  prepare_outputs(n_accepted, next_token, single, t.batch, where);
+  const spec_edge::VerifyResult out{n_accepted.data_ptr<int64_t>(), next_token.data_ptr<int64_t>()};
+#if defined(SPEC_EDGE_WITH_CUDA)
+  if (where.cuda()) {
+    raise_if_error(spec_edge::cuda::verify_greedy(t, d, out, where.stream()));
+    return {n_accepted, next_token};
+  }
+#endif
+  raise_if_error(spec_edge::verify_greedy(t, d, out));
   return {n_accepted, next_token};
 }
 
 std::tuple<at::Tensor, at::Tensor> verify_greedy(const at::Tensor& target_probs,
                                                  const at::Tensor& draft_tokens) {
-  at::Tensor n = at::empty({0}, at::kLong), next = at::empty({0}, at::kLong);
+  const auto options = target_probs.options().dtype(at::kLong);
+  at::Tensor n = at::empty({0}, options), next = at::empty({0}, options);
   verify_greedy_out(target_probs, draft_tokens, n, next);
   return {n, next};
 }
@@ -128,18 +194,18 @@ std::tuple<at::Tensor&, at::Tensor&> accept_out(const at::Tensor& target_probs,
   const bool single = is_single(target_probs, "target_probs");
   at::Tensor target = single ? target_probs.unsqueeze(0) : target_probs;
   at::Tensor tokens = batched(draft_tokens, single, 1, "draft_tokens", "[K]");
-  at::Tensor u = batched(uniforms, single, 1, "uniforms", "[K+1]");
-  check_cpu(u, "uniforms");
+  const Placement where(target, "target_probs");
+  at::Tensor u = where.host(batched(uniforms, single, 1, "uniforms", "[K+1]"), "uniforms");
   TORCH_CHECK_TYPE(u.scalar_type() == at::kDouble || u.scalar_type() == at::kFloat,
                    "uniforms: unsupported dtype ", u.scalar_type(), "; expected float64 or float32");
   at::Tensor draft;
   spec_edge::Rows q;
   if (draft_probs.has_value()) {
     draft = batched(*draft_probs, single, 2, "draft_probs", "[K, V]");
-    q = rows_view(draft, "draft_probs");
+    q = rows_view(draft, "draft_probs", where);
   }
-  const spec_edge::Rows p = rows_view(target, "target_probs");
-  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens");
+  const spec_edge::Rows p = rows_view(target, "target_probs", where);
+  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens", where);
   spec_edge::Uniforms uv;
   uv.data = u.data_ptr();
   uv.dtype = u.scalar_type() == at::kDouble ? spec_edge::DType::kFloat64 : spec_edge::DType::kFloat32;
@@ -147,25 +213,33 @@ std::tuple<at::Tensor&, at::Tensor&> accept_out(const at::Tensor& target_probs,
   uv.len = u.size(1);
   uv.batch_stride = u.stride(0);
   uv.stride = u.stride(1);
-  prepare_outputs(n_accepted, next_token, single, p.batch);
-  raise_if_error(spec_edge::accept(p, draft_probs.has_value() ? &q : nullptr, d, uv,
-                                   {n_accepted.data_ptr<int64_t>(), next_token.data_ptr<int64_t>()}));
+  prepare_outputs(n_accepted, next_token, single, p.batch, where);
+  const spec_edge::Rows* qp = draft_probs.has_value() ? &q : nullptr;
+  const spec_edge::VerifyResult out{n_accepted.data_ptr<int64_t>(), next_token.data_ptr<int64_t>()};
+#if defined(SPEC_EDGE_WITH_CUDA)
+  if (where.cuda()) {
+    raise_if_error(spec_edge::cuda::accept(p, qp, d, uv, out, where.stream()));
+    return {n_accepted, next_token};
+  }
+#endif
+  raise_if_error(spec_edge::accept(p, qp, d, uv, out));
   return {n_accepted, next_token};
 }
 
 std::tuple<at::Tensor, at::Tensor> accept(const at::Tensor& target_probs,
                                           const std::optional<at::Tensor>& draft_probs,
                                           const at::Tensor& draft_tokens, const at::Tensor& uniforms) {
-  at::Tensor n = at::empty({0}, at::kLong), next = at::empty({0}, at::kLong);
+  const auto options = target_probs.options().dtype(at::kLong);
+  at::Tensor n = at::empty({0}, options), next = at::empty({0}, options);
   accept_out(target_probs, draft_probs, draft_tokens, uniforms, n, next);
   return {n, next};
 }
 
 // A per-row parameter tensor: a 0-d or 1-element tensor, or one value per batch row.
 template <class T>
-spec_edge::PerRow<T> per_row(const at::Tensor& t, at::ScalarType dtype, const char* name,
-                             at::Tensor& holder) {
-  check_cpu(t, name);
+spec_edge::PerRow<T> per_row(const at::Tensor& tensor, at::ScalarType dtype, const char* name,
+                             at::Tensor& holder, const Placement& where) {
+  const at::Tensor t = where.host(tensor, name);
   TORCH_CHECK_VALUE(t.dim() <= 1, name, ": expected a scalar or a [B] tensor, got shape ", t.sizes());
   if (dtype == at::kFloat) {
     TORCH_CHECK_TYPE(at::isFloatingType(t.scalar_type()), name, ": expected a floating tensor, got ",
@@ -183,10 +257,10 @@ struct SamplingParams {
   at::Tensor temperature_holder, seed_holder, offset_holder;
   spec_edge::PerRow<float> temperature;
   spec_edge::PerRow<int64_t> seed, offset;
-  SamplingParams(const at::Tensor& t, const at::Tensor& s, const at::Tensor& o)
-      : temperature(per_row<float>(t, at::kFloat, "temperature", temperature_holder)),
-        seed(per_row<int64_t>(s, at::kLong, "seed", seed_holder)),
-        offset(per_row<int64_t>(o, at::kLong, "offset", offset_holder)) {}
+  SamplingParams(const at::Tensor& t, const at::Tensor& s, const at::Tensor& o, const Placement& where)
+      : temperature(per_row<float>(t, at::kFloat, "temperature", temperature_holder, where)),
+        seed(per_row<int64_t>(s, at::kLong, "seed", seed_holder, where)),
+        offset(per_row<int64_t>(o, at::kLong, "offset", offset_holder, where)) {}
 };
 
 using OptTensor = std::optional<at::Tensor>;
@@ -196,18 +270,19 @@ struct FilterParams {
   at::Tensor top_k_h, top_p_h, min_p_h, penalty_h, prev_h;
   spec_edge::Filters filters;
   FilterParams(const OptTensor& top_k, const OptTensor& top_p, const OptTensor& min_p,
-               const OptTensor& repetition_penalty, const OptTensor& prev_tokens) {
-    if (top_k) filters.top_k = per_row<int64_t>(*top_k, at::kLong, "top_k", top_k_h);
-    if (top_p) filters.top_p = per_row<float>(*top_p, at::kFloat, "top_p", top_p_h);
-    if (min_p) filters.min_p = per_row<float>(*min_p, at::kFloat, "min_p", min_p_h);
+               const OptTensor& repetition_penalty, const OptTensor& prev_tokens,
+               const Placement& where) {
+    if (top_k) filters.top_k = per_row<int64_t>(*top_k, at::kLong, "top_k", top_k_h, where);
+    if (top_p) filters.top_p = per_row<float>(*top_p, at::kFloat, "top_p", top_p_h, where);
+    if (min_p) filters.min_p = per_row<float>(*min_p, at::kFloat, "min_p", min_p_h, where);
     if (repetition_penalty)
-      filters.repetition_penalty =
-          per_row<float>(*repetition_penalty, at::kFloat, "repetition_penalty", penalty_h);
+      filters.repetition_penalty = per_row<float>(*repetition_penalty, at::kFloat,
+                                                  "repetition_penalty", penalty_h, where);
     if (prev_tokens) {
       TORCH_CHECK_VALUE(prev_tokens->dim() == 1 || prev_tokens->dim() == 2,
                         "prev_tokens: expected shape [L] or [B, L], got ", prev_tokens->sizes());
       prev_h = prev_tokens->dim() == 1 ? prev_tokens->unsqueeze(0) : *prev_tokens;
-      filters.prev_tokens = tokens_view(prev_h, "prev_tokens");
+      filters.prev_tokens = tokens_view(prev_h, "prev_tokens", where);
     }
   }
 };
@@ -222,37 +297,44 @@ std::tuple<at::Tensor&, at::Tensor&> verify_out(
     const OptTensor& min_p, const OptTensor& repetition_penalty, const OptTensor& prev_tokens,
     at::Tensor& accept_len, at::Tensor& out) {
   at::Tensor target = target_logits, draft = draft_logits, tokens = draft_tokens;
-  const spec_edge::Rows p = rows_view(target, "target_logits");
-  const spec_edge::Rows q = rows_view(draft, "draft_logits");
-  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens");
+  const Placement where(target, "target_logits");
+  const spec_edge::Rows p = rows_view(target, "target_logits", where);
+  const spec_edge::Rows q = rows_view(draft, "draft_logits", where);
+  const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens", where);
   at::Tensor num_h;
-  const SamplingParams sampling(temperature, seed, offset);
-  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens);
+  const SamplingParams sampling(temperature, seed, offset, where);
+  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens, where);
   spec_edge::VerifyParams params;
   params.temperature = sampling.temperature;
   params.seed = sampling.seed;
   params.offset = sampling.offset;
   params.filters = filter.filters;
   if (num_draft.has_value()) {
-    check_cpu(*num_draft, "num_draft");
-    TORCH_CHECK_VALUE(num_draft->dim() == 1 && num_draft->size(0) == p.batch,
-                      "num_draft: expected shape [B=", p.batch, "], got ", num_draft->sizes());
-    TORCH_CHECK_TYPE(at::isIntegralType(num_draft->scalar_type(), false),
-                     "num_draft: expected an integer tensor, got ", num_draft->scalar_type());
-    num_h = num_draft->to(at::kLong).contiguous();
+    const at::Tensor nd = where.host(*num_draft, "num_draft");
+    TORCH_CHECK_VALUE(nd.dim() == 1 && nd.size(0) == p.batch,
+                      "num_draft: expected shape [B=", p.batch, "], got ", nd.sizes());
+    TORCH_CHECK_TYPE(at::isIntegralType(nd.scalar_type(), false),
+                     "num_draft: expected an integer tensor, got ", nd.scalar_type());
+    num_h = nd.to(at::kLong).contiguous();
     params.num_draft = num_h.data_ptr<int64_t>();
   }
   for (at::Tensor* o : {&accept_len, &out}) {
     TORCH_CHECK_TYPE(o->scalar_type() == at::kLong, "out tensors must be int64, got ",
                      o->scalar_type());
-    check_cpu(*o, "out");
+    where.check(*o, "out");
   }
   at::native::resize_output(accept_len, {p.batch});
   at::native::resize_output(out, {p.batch, p.rows});
   TORCH_CHECK_VALUE(accept_len.is_contiguous() && out.is_contiguous(),
                     "out tensors must be contiguous");
-  raise_if_error(spec_edge::verify(
-      p, q, d, params, {accept_len.data_ptr<int64_t>(), out.data_ptr<int64_t>(), p.rows}));
+  const spec_edge::VerifyOutput result{accept_len.data_ptr<int64_t>(), out.data_ptr<int64_t>(), p.rows};
+#if defined(SPEC_EDGE_WITH_CUDA)
+  if (where.cuda()) {
+    raise_if_error(spec_edge::cuda::verify(p, q, d, params, result, where.stream()));
+    return {accept_len, out};
+  }
+#endif
+  raise_if_error(spec_edge::verify(p, q, d, params, result));
   return {accept_len, out};
 }
 
@@ -261,17 +343,18 @@ std::tuple<at::Tensor, at::Tensor> verify(
     const at::Tensor& temperature, const at::Tensor& seed, const at::Tensor& offset,
     const OptTensor& num_draft, const OptTensor& top_k, const OptTensor& top_p,
     const OptTensor& min_p, const OptTensor& repetition_penalty, const OptTensor& prev_tokens) {
-  at::Tensor len = at::empty({0}, at::kLong), out = at::empty({0}, at::kLong);
+  const auto options = target_logits.options().dtype(at::kLong);
+  at::Tensor len = at::empty({0}, options), out = at::empty({0}, options);
   verify_out(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft, top_k,
              top_p, min_p, repetition_penalty, prev_tokens, len, out);
   return {len, out};
 }
 
 // A [B, V] logits tensor as [B, 1, V] rows.
-spec_edge::Rows logits_view(const at::Tensor& logits, at::Tensor& holder) {
+spec_edge::Rows logits_view(const at::Tensor& logits, at::Tensor& holder, const Placement& where) {
   TORCH_CHECK_VALUE(logits.dim() == 2, "logits: expected shape [B, V], got ", logits.sizes());
   holder = logits.unsqueeze(1);
-  return rows_view(holder, "logits");
+  return rows_view(holder, "logits", where);
 }
 
 // sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, Tensor? top_k=None,
@@ -281,15 +364,22 @@ at::Tensor& sample_out(const at::Tensor& logits, const at::Tensor& temperature, 
                        const OptTensor& min_p, const OptTensor& repetition_penalty,
                        const OptTensor& prev_tokens, at::Tensor& out) {
   at::Tensor holder;
-  const spec_edge::Rows r = logits_view(logits, holder);
-  const SamplingParams sampling(temperature, seed, offset);
-  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens);
+  const Placement where(logits, "logits");
+  const spec_edge::Rows r = logits_view(logits, holder, where);
+  const SamplingParams sampling(temperature, seed, offset, where);
+  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens, where);
   const spec_edge::SampleParams params{sampling.temperature, sampling.seed, sampling.offset,
                                        filter.filters};
   TORCH_CHECK_TYPE(out.scalar_type() == at::kLong, "out: expected int64, got ", out.scalar_type());
-  check_cpu(out, "out");
+  where.check(out, "out");
   at::native::resize_output(out, {r.batch});
   TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
+#if defined(SPEC_EDGE_WITH_CUDA)
+  if (where.cuda()) {
+    raise_if_error(spec_edge::cuda::sample(r, params, out.data_ptr<int64_t>(), where.stream()));
+    return out;
+  }
+#endif
   raise_if_error(spec_edge::sample(r, params, out.data_ptr<int64_t>()));
   return out;
 }
@@ -298,7 +388,7 @@ at::Tensor sample(const at::Tensor& logits, const at::Tensor& temperature, const
                   const at::Tensor& offset, const OptTensor& top_k, const OptTensor& top_p,
                   const OptTensor& min_p, const OptTensor& repetition_penalty,
                   const OptTensor& prev_tokens) {
-  at::Tensor out = at::empty({0}, at::kLong);
+  at::Tensor out = at::empty({0}, logits.options().dtype(at::kLong));
   sample_out(logits, temperature, seed, offset, top_k, top_p, min_p, repetition_penalty,
              prev_tokens, out);
   return out;
@@ -311,13 +401,16 @@ at::Tensor& filter_logits_out(const at::Tensor& logits, const at::Tensor& temper
                               const OptTensor& min_p, const OptTensor& repetition_penalty,
                               const OptTensor& prev_tokens, at::Tensor& out) {
   at::Tensor holder;
-  const spec_edge::Rows r = logits_view(logits, holder);
+  const Placement where(logits, "logits");
+  TORCH_CHECK_NOT_IMPLEMENTED(!where.cuda(), "filter_logits: the CUDA build does not run the "
+                              "filters yet; call it with CPU tensors");
+  const spec_edge::Rows r = logits_view(logits, holder, where);
   at::Tensor temperature_h;
-  const auto T = per_row<float>(temperature, at::kFloat, "temperature", temperature_h);
-  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens);
+  const auto T = per_row<float>(temperature, at::kFloat, "temperature", temperature_h, where);
+  const FilterParams filter(top_k, top_p, min_p, repetition_penalty, prev_tokens, where);
   TORCH_CHECK_TYPE(out.scalar_type() == logits.scalar_type(), "out: expected dtype ",
                    logits.scalar_type(), " (the logits'), got ", out.scalar_type());
-  check_cpu(out, "out");
+  where.check(out, "out");
   at::native::resize_output(out, logits.sizes());
   TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
   at::Tensor result = out.scalar_type() == at::kFloat ? out : at::empty(logits.sizes(), at::kFloat);
@@ -429,17 +522,25 @@ TORCH_LIBRARY(spec_edge, m) {
   m.def("attention.out(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos, *, Tensor(a!) out) -> Tensor(a!)");
 }
 
-TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
-  m.impl("verify_greedy", &verify_greedy);
-  m.impl("verify_greedy.out", &verify_greedy_out);
-  m.impl("accept", &accept);
-  m.impl("accept.out", &accept_out);
-  m.impl("verify", &verify);
-  m.impl("verify.out", &verify_out);
-  m.impl("sample", &sample);
-  m.impl("sample.out", &sample_out);
-  m.impl("filter_logits", &filter_logits);
+// One set of kernels for every device: they dispatch on the score tensors' device themselves.
+#define SPEC_EDGE_IMPLS(m)                          \
+  m.impl("verify_greedy", &verify_greedy);         \
+  m.impl("verify_greedy.out", &verify_greedy_out); \
+  m.impl("accept", &accept);                       \
+  m.impl("accept.out", &accept_out);               \
+  m.impl("verify", &verify);                       \
+  m.impl("verify.out", &verify_out);               \
+  m.impl("sample", &sample);                       \
+  m.impl("sample.out", &sample_out);               \
+  m.impl("filter_logits", &filter_logits);         \
   m.impl("filter_logits.out", &filter_logits_out);
+
+#if defined(SPEC_EDGE_WITH_CUDA)
+TORCH_LIBRARY_IMPL(spec_edge, CUDA, m) { SPEC_EDGE_IMPLS(m) }
+#endif
+
+TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
+  SPEC_EDGE_IMPLS(m)
   m.impl("update_cache", &update_cache);
   m.impl("update_cache.out", &update_cache_out);
   m.impl("attention", &attention);

@@ -3,7 +3,7 @@
 Importing the package loads the native library that registers ``torch.ops.spec_edge``.
 """
 
-from ._native import active_isa, available_isas, library_path, load_library, select_isa
+from ._native import active_isa, available_isas, has_cuda_kernels, library_path, load_library, select_isa
 from .analysis import (
     acceptance_rate,
     accepted_length_distribution,
@@ -41,6 +41,6 @@ __all__ = [
     "BatchVerifyResult", "DecodeStats", "Filters", "NativeRunner", "SpeculativeDecoder", "VerifyResult", "accept",
     "accept_with_uniforms", "acceptance_rate", "accepted_length_distribution", "active_isa",
     "available_isas", "draft_free_acceptance_rate", "filter_logits", "expected_accepted_length",
-    "expected_tokens_per_round", "greedy_acceptance_rate", "inspect", "library_path", "load_library",
+    "expected_tokens_per_round", "greedy_acceptance_rate", "has_cuda_kernels", "inspect", "library_path", "load_library",
     "sample", "select_isa", "verify", "verify_greedy",
 ]

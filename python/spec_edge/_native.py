@@ -50,6 +50,13 @@ def load_library() -> Path:
     return _loaded
 
 
+def has_cuda_kernels() -> bool:
+    """Whether the loaded library runs the ops on CUDA tensors (a build with
+    ``SPEC_EDGE_BUILD_CUDA=ON``; see ``custom_ops/cuda``)."""
+    load_library()
+    return torch._C._dispatch_has_kernel_for_dispatch_key("spec_edge::sample", "CUDA")
+
+
 def active_isa() -> str:
     """The ISA path the CPU kernels run on: ``"scalar"``, ``"sse2"``, ``"avx2"``, ``"avx512"`` or ``"neon"``."""
     load_library()

@@ -14,28 +14,15 @@
 #include "row_kernels.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/dispatch.h"
+#include "test_helpers.h"
 
 namespace spec_edge {
 namespace {
 
+using testing::to_half_bits;
+
 const int64_t kSizes[] = {1,  2,  3,  4,  5,  7,  8,   15,  16,  17,  31,   32,  33,
                           63, 64, 65, 96, 127, 128, 129, 255, 256, 257, 1000, 4099};
-
-uint16_t to_half_bits(float f) {  // round-to-nearest-even, enough for test data
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const float a = std::fabs(f);
-  if (a != a) return 0x7e00;
-  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (a < std::ldexp(1.0f, -24)) return static_cast<uint16_t>(sign);
-  int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  const int exp_h = std::max(e - 1, -14);
-  const float q = std::nearbyint(std::ldexp(a, 10 - exp_h));  // significand in units of 2^(exp_h-10)
-  uint32_t bits = (q >= 2048.0f) ? ((exp_h + 1 + 15) << 10) : (q >= 1024.0f ? ((exp_h + 15) << 10) | (static_cast<uint32_t>(q) - 1024) : static_cast<uint32_t>(q));
-  return static_cast<uint16_t>(sign | bits);
-}
 
 struct Row {
   std::vector<float> f32;

@@ -16,7 +16,7 @@
 namespace spec_edge {
 
 template <class Block>
-static inline void block_values(const Block& block, float* out) {
+SPEC_EDGE_HD static inline void block_values(const Block& block, float* out) {
   static_assert(sizeof(Block) == kBlock * sizeof(float), "a block holds kBlock floats");
   std::memcpy(out, &block, sizeof(Block));
 }
@@ -36,13 +36,13 @@ static double block_mass(int64_t n, const Fill& fill, const Sum& sum, float* sum
   return total;
 }
 
-// Inverse CDF: the first j at which the running total exceeds `target`, walking the block
+// Inverse CDF (also the CUDA build's, on one thread): the first j at which the running total exceeds `target`, walking the block
 // sums of block_mass and, inside the crossing block, single values in double. Values are
 // >= 0, so j always has a positive value. When rounding leaves no crossing (target at the very
 // top of the mass), the last positive value is returned; -1 only for an all-zero row. `sums`,
 // when given, holds the block sums block_mass stored: only the crossing block is filled again.
 template <class Block, class Fill, class Sum>
-static int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double target,
+SPEC_EDGE_HD static int64_t block_scan(int64_t n, const Fill& fill, const Sum& sum, double target,
                           const float* sums = nullptr) {
   double cum = 0.0;
   int64_t last_positive_block = -1;

@@ -21,7 +21,7 @@ struct RowName {
 };
 
 // The repetition penalty of one logit (transformers' rule).
-inline float apply_penalty(float x, float penalty) { return x < 0.0f ? x * penalty : x / penalty; }
+SPEC_EDGE_HD inline float apply_penalty(float x, float penalty) { return x < 0.0f ? x * penalty : x / penalty; }
 
 // One row's sampling parameters, resolved from the per-row tensors.
 struct RowSampling {

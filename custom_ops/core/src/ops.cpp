@@ -8,6 +8,7 @@
 
 #include "filters.h"
 #include "row_kernels.h"
+#include "validate.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/ops.h"
 #include "spec_edge/philox.h"
@@ -152,11 +153,17 @@ Decision accept_within(double u, double pt, MassBounds P, double qt, MassBounds 
 
 }  // namespace
 
-Status verify_greedy(const Rows& target, const Tokens& draft_tokens, VerifyResult out) {
+Status validate_verify_greedy(const Rows& target, const Tokens& draft_tokens) {
   SPEC_EDGE_RETURN_IF_ERROR(check_shapes(target, "target_probs", nullptr, nullptr, draft_tokens));
   const int64_t K = target.rows - 1;
   for (int64_t b = 0; b < target.batch; ++b)
     for (int64_t i = 0; i < K; ++i) SPEC_EDGE_RETURN_IF_ERROR(check_token(draft_tokens, b, i, target.vocab));
+  return Status::ok();
+}
+
+Status verify_greedy(const Rows& target, const Tokens& draft_tokens, VerifyResult out) {
+  SPEC_EDGE_RETURN_IF_ERROR(validate_verify_greedy(target, draft_tokens));
+  const int64_t K = target.rows - 1;
   const RowKernels& k = row_kernels(target.dtype);
   for (int64_t b = 0; b < target.batch; ++b)
     SPEC_EDGE_RETURN_IF_ERROR(greedy_row(k, target, "target_probs", draft_tokens, b, K,
@@ -164,8 +171,8 @@ Status verify_greedy(const Rows& target, const Tokens& draft_tokens, VerifyResul
   return Status::ok();
 }
 
-Status accept(const Rows& target, const Rows* draft, const Tokens& draft_tokens,
-              const Uniforms& uniforms, VerifyResult out) {
+Status validate_accept(const Rows& target, const Rows* draft, const Tokens& draft_tokens,
+                       const Uniforms& uniforms) {
   SPEC_EDGE_RETURN_IF_ERROR(check_shapes(target, "target_probs", draft, "draft_probs", draft_tokens));
   const int64_t K = target.rows - 1, V = target.vocab;
   if (uniforms.dtype != DType::kFloat32 && uniforms.dtype != DType::kFloat64)
@@ -184,7 +191,13 @@ Status accept(const Rows& target, const Rows* draft, const Tokens& draft_tokens,
                              (ll)b, (ll)i, u);
     }
   }
+  return Status::ok();
+}
 
+Status accept(const Rows& target, const Rows* draft, const Tokens& draft_tokens,
+              const Uniforms& uniforms, VerifyResult out) {
+  SPEC_EDGE_RETURN_IF_ERROR(validate_accept(target, draft, draft_tokens, uniforms));
+  const int64_t K = target.rows - 1, V = target.vocab;
   const RowKernels& k = row_kernels(target.dtype);
   for (int64_t b = 0; b < target.batch; ++b) {
     const double u_last = uniforms.at(b, K);
@@ -224,8 +237,8 @@ Status accept(const Rows& target, const Rows* draft, const Tokens& draft_tokens,
   return Status::ok();
 }
 
-Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
-              const VerifyParams& params, VerifyOutput out) {
+Status validate_verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
+                       const VerifyParams& params) {
   SPEC_EDGE_RETURN_IF_ERROR(check_shapes(target, "target_logits", &draft, "draft_logits", draft_tokens));
   const int64_t B = target.batch, K = target.rows - 1, V = target.vocab;
   SPEC_EDGE_RETURN_IF_ERROR(check_sampling(B, V, params.temperature, params.seed.count,
@@ -237,7 +250,13 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
                            (ll)b, (ll)n, (ll)K);
     for (int64_t i = 0; i < n; ++i) SPEC_EDGE_RETURN_IF_ERROR(check_token(draft_tokens, b, i, V));
   }
+  return Status::ok();
+}
 
+Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
+              const VerifyParams& params, VerifyOutput out) {
+  SPEC_EDGE_RETURN_IF_ERROR(validate_verify(target, draft, draft_tokens, params));
+  const int64_t B = target.batch, K = target.rows - 1, V = target.vocab;
   const RowKernels& k = row_kernels(target.dtype);
   thread_local PenalizedIds seen;
   thread_local FilteredRow fp, fq;
@@ -312,17 +331,16 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
   return Status::ok();
 }
 
-namespace {
-
-// logits [B, 1, V] and the sampling parameters of `sample` / `filter_logits`.
-Status check_logits_rows(const Rows& logits, PerRow<float> temperature, int64_t seed_count,
-                         int64_t offset_count, const Filters& filters) {
+Status validate_sampling_rows(const Rows& logits, PerRow<float> temperature, int64_t seed_count,
+                              int64_t offset_count, const Filters& filters) {
   SPEC_EDGE_RETURN_IF_ERROR(check_scores(logits, "logits"));
   if (logits.rows != 1)
     return Status::error(Code::kInvalidArgument, "logits: expected one row per batch entry, got %lld",
                          (ll)logits.rows);
   return check_sampling(logits.batch, logits.vocab, temperature, seed_count, offset_count, filters);
 }
+
+namespace {
 
 template <class T>
 void row_to_float(const void* row, int64_t V, float* out) {
@@ -333,7 +351,7 @@ void row_to_float(const void* row, int64_t V, float* out) {
 }  // namespace
 
 Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
-  SPEC_EDGE_RETURN_IF_ERROR(check_logits_rows(logits, params.temperature, params.seed.count,
+  SPEC_EDGE_RETURN_IF_ERROR(validate_sampling_rows(logits, params.temperature, params.seed.count,
                                               params.offset.count, params.filters));
   const int64_t V = logits.vocab;
   const RowKernels& k = row_kernels(logits.dtype);
@@ -360,7 +378,7 @@ Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
 
 Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filters& filters,
                      float* out, int64_t out_stride) {
-  SPEC_EDGE_RETURN_IF_ERROR(check_logits_rows(logits, temperature, 1, 1, filters));
+  SPEC_EDGE_RETURN_IF_ERROR(validate_sampling_rows(logits, temperature, 1, 1, filters));
   const int64_t V = logits.vocab;
   const RowKernels& k = row_kernels(logits.dtype);
   thread_local PenalizedIds seen;

@@ -20,7 +20,7 @@ namespace spec_edge {
 constexpr int64_t kBlock = 64;
 
 // Sum of one block s[0..kBlock) by the halving fold; `s` is left unchanged.
-static inline float fold_block(const float* s) {
+SPEC_EDGE_HD static inline float fold_block(const float* s) {
   float t[kBlock / 2];
   for (int64_t j = 0; j < kBlock / 2; ++j) t[j] = s[j] + s[j + kBlock / 2];
   for (int64_t h = kBlock / 4; h >= 1; h /= 2)
@@ -31,7 +31,7 @@ static inline float fold_block(const float* s) {
 // e^d for d <= 0 (d may be -inf): n = rint(d / ln 2) by the 1.5 * 2^23 rounding trick (two
 // float adds, the same on every ISA), Cody-Waite reduction, a degree-6 polynomial. Relative
 // error below 2e-7; exactly 0 below -87. Branch-free, so it vectorizes.
-static inline float exp_nonpositive(float d) {
+SPEC_EDGE_HD static inline float exp_nonpositive(float d) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
   const float x = d >= -87.0f ? d : -87.0f;
   const float n = (x * 1.44269504088896341f + kRound) - kRound;
@@ -63,7 +63,7 @@ constexpr double kExpBoundRatio = 1.0625;
 constexpr float kBoundScale = 12102203.0f;           // a0
 constexpr float kBoundFloor = -87.0f * kBoundScale;  // t at d = -87, below which exp is 0
 constexpr int32_t kBoundBias = (127 << 23) + 8192;
-static inline float exp_upper_bound(float s, float a) {
+SPEC_EDGE_HD static inline float exp_upper_bound(float s, float a) {
   const float t = s * a;
   const float clamped = t > kBoundFloor ? t : kBoundFloor;
   return bits_to_float(static_cast<uint32_t>(static_cast<int32_t>(clamped) + kBoundBias));

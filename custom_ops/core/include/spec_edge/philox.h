@@ -9,13 +9,15 @@
 
 #include <cstdint>
 
+#include "spec_edge/types.h"
+
 namespace spec_edge {
 
 struct Philox4x32 {
   uint32_t v[4];
 };
 
-inline Philox4x32 philox4x32_10(Philox4x32 ctr, uint32_t k0, uint32_t k1) {
+SPEC_EDGE_HD inline Philox4x32 philox4x32_10(Philox4x32 ctr, uint32_t k0, uint32_t k1) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
@@ -31,7 +33,7 @@ inline Philox4x32 philox4x32_10(Philox4x32 ctr, uint32_t k0, uint32_t k1) {
 }
 
 // The `draw`-th uniform of stream (seed, offset, row), in [0, 1) with 32 random bits.
-inline double philox_uniform(uint64_t seed, uint64_t offset, uint32_t row, uint64_t draw) {
+SPEC_EDGE_HD inline double philox_uniform(uint64_t seed, uint64_t offset, uint32_t row, uint64_t draw) {
   const Philox4x32 ctr{{static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32), row,
                         static_cast<uint32_t>(draw >> 2)}};
   const Philox4x32 out =

@@ -4,6 +4,14 @@
 #include <cstdint>
 #include <cstring>
 
+// Functions the CUDA build (custom_ops/cuda) also runs on the device: one definition of each
+// conversion and approximation for every path.
+#if defined(__CUDACC__)
+#define SPEC_EDGE_HD __host__ __device__
+#else
+#define SPEC_EDGE_HD
+#endif
+
 namespace spec_edge {
 
 enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kFloat64 = 3 };
@@ -63,12 +71,12 @@ struct VerifyResult {
 
 // ---- element conversion (exact) ------------------------------------------------------------
 // static: every translation unit (each compiled for its own ISA) keeps its own copy.
-static inline float bits_to_float(uint32_t u) {
+SPEC_EDGE_HD static inline float bits_to_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
-static inline uint32_t float_to_bits(float f) {
+SPEC_EDGE_HD static inline uint32_t float_to_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
@@ -77,9 +85,9 @@ static inline uint32_t float_to_bits(float f) {
 struct Half { uint16_t bits; };
 struct BFloat16 { uint16_t bits; };
 
-static inline float to_float(float x) { return x; }
-static inline float to_float(BFloat16 x) { return bits_to_float(static_cast<uint32_t>(x.bits) << 16); }
-static inline float to_float(Half x) {
+SPEC_EDGE_HD static inline float to_float(float x) { return x; }
+SPEC_EDGE_HD static inline float to_float(BFloat16 x) { return bits_to_float(static_cast<uint32_t>(x.bits) << 16); }
+SPEC_EDGE_HD static inline float to_float(Half x) {
   const uint32_t sign = static_cast<uint32_t>(x.bits & 0x8000u) << 16;
   uint32_t exp = (x.bits >> 10) & 0x1fu;
   uint32_t man = x.bits & 0x3ffu;
