@@ -129,6 +129,37 @@ def test_sample_agrees(V, dtype, T, penalty):
     agree("sample", cpu[:, None], gpu[:, None])
 
 
+FILTERS = [dict(top_k=1), dict(top_k=50), dict(top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.1),
+           dict(top_k=1000, top_p=0.95), dict(top_k=20, min_p=0.2)]
+
+
+@pytest.mark.parametrize("filters", FILTERS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
+@pytest.mark.parametrize("V", VOCABS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_filtered_ops_agree(V, dtype, filters):
+    g = torch.Generator().manual_seed(V + 4)
+    B, K = 16, 4
+    x = logits(B, 1, V, dtype, g)[:, 0]
+    x[1] = torch.floor(x[1].float()).to(dtype)  # ties at the top-k boundary
+    prev = torch.randint(-1, V, (B, 16), generator=g)
+    cfg = {**filters, "top_k": min(filters["top_k"], V)}
+    f_cpu, f_gpu = F(**cfg, prev_tokens=prev), F(**cfg, prev_tokens=prev.to(DEV))
+    for T in [0.0, 0.8, 1.5]:
+        agree("sample (filtered)", spec_edge.sample(x, T, 3, 1, f_cpu)[:, None],
+              spec_edge.sample(x.to(DEV), T, 3, 1, f_gpu)[:, None])
+        want, got = spec_edge.filter_logits(x, T, f_cpu), spec_edge.filter_logits(x.to(DEV), T, f_gpu)
+        assert got.dtype == dtype and torch.equal(got.cpu(), want)
+    t = logits(B, K + 1, V, torch.float32, g)
+    d = near_copies(t[:, :K], g)
+    t, d = t.to(dtype), d.to(dtype)
+    tokens = d.float().argmax(-1)
+    for T in [0.7, 1.3]:
+        cpu = spec_edge.verify(t, d, tokens, T, 9, 2, None, f_cpu)
+        gpu = spec_edge.verify(t.to(DEV), d.to(DEV), tokens.to(DEV), T, 9, 2, None, f_gpu)
+        agree("verify (filtered)", torch.cat([cpu.accept_len[:, None], cpu.tokens], 1),
+              torch.cat([gpu.accept_len[:, None], gpu.tokens], 1))
+
+
 def test_sample_agrees_on_many_seeds_and_runs_on_the_current_stream():
     g = torch.Generator().manual_seed(5)
     x = logits(256, 1, 32000, torch.float32, g, scale=1.0)[:, 0]
@@ -235,10 +266,10 @@ def test_device_and_layout_errors():
         spec_edge.verify_greedy(t.transpose(1, 2).contiguous().transpose(1, 2), tokens)
     with pytest.raises(TypeError, match=r"draft_logits: dtype float16 does not match"):
         spec_edge.verify(t, t[:, :2].half(), tokens, 0.8)
-    with pytest.raises(NotImplementedError, match=r"top_k / top_p / min_p"):
-        spec_edge.sample(t[:, 0], 0.8, filters=F(top_k=5))
-    with pytest.raises(NotImplementedError, match=r"filter_logits"):
-        spec_edge.filter_logits(t[:, 0], 0.8)
+    with pytest.raises(NotImplementedError, match=r"top_p / min_p without top_k"):
+        spec_edge.sample(t[:, 0], 0.8, filters=F(top_p=0.9))
+    with pytest.raises(NotImplementedError, match=r"top_p / min_p without top_k"):
+        spec_edge.filter_logits(t[:, 0], 0.8, F(min_p=0.1))
     if torch.cuda.device_count() > 1:
         with pytest.raises(ValueError, match=r"expected a tensor on cuda:0"):
             spec_edge.verify_greedy(t, tokens.to("cuda:1"))

@@ -402,8 +402,6 @@ at::Tensor& filter_logits_out(const at::Tensor& logits, const at::Tensor& temper
                               const OptTensor& prev_tokens, at::Tensor& out) {
   at::Tensor holder;
   const Placement where(logits, "logits");
-  TORCH_CHECK_NOT_IMPLEMENTED(!where.cuda(), "filter_logits: the CUDA build does not run the "
-                              "filters yet; call it with CPU tensors");
   const spec_edge::Rows r = logits_view(logits, holder, where);
   at::Tensor temperature_h;
   const auto T = per_row<float>(temperature, at::kFloat, "temperature", temperature_h, where);
@@ -413,8 +411,14 @@ at::Tensor& filter_logits_out(const at::Tensor& logits, const at::Tensor& temper
   where.check(out, "out");
   at::native::resize_output(out, logits.sizes());
   TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
-  at::Tensor result = out.scalar_type() == at::kFloat ? out : at::empty(logits.sizes(), at::kFloat);
-  raise_if_error(spec_edge::filter_logits(r, T, filter.filters, result.data_ptr<float>(), r.vocab));
+  at::Tensor result = out.scalar_type() == at::kFloat ? out : at::empty(logits.sizes(), where.options(at::kFloat));
+#if defined(SPEC_EDGE_WITH_CUDA)
+  if (where.cuda())
+    raise_if_error(spec_edge::cuda::filter_logits(r, T, filter.filters, result.data_ptr<float>(), r.vocab,
+                                                  where.stream()));
+  else
+#endif
+    raise_if_error(spec_edge::filter_logits(r, T, filter.filters, result.data_ptr<float>(), r.vocab));
   if (!result.is_same(out)) out.copy_(result);
   return out;
 }

@@ -127,3 +127,14 @@ inline cudaError_t cudaMemsetAsync(void* d, int v, size_t n, cudaStream_t) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_add(v); }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline unsigned __ballot_sync(unsigned, bool predicate) {
+  emulation::Warp& w = emulation::block->warps[threadIdx.x / 32];
+  w.slot[threadIdx.x % 32] = predicate;
+  w.barrier.arrive_and_wait();
+  unsigned mask = 0;
+  for (int lane = 0; lane < 32; ++lane) mask |= static_cast<unsigned>(w.slot[lane] != 0) << lane;
+  w.barrier.arrive_and_wait();
+  return mask;
+}

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <limits>
 
+#include "kept_set.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/philox.h"
 
@@ -26,68 +27,29 @@ int64_t guess_sample_size(int64_t V, int64_t cap) {
   return std::min(V, std::clamp<int64_t>(V / 16, 64, cap));
 }
 
-// An unsigned key with the order of the float (no NaN here); -0 and +0 are one key.
-uint32_t order_key(float s) {
-  if (s == 0.0f) s = 0.0f;
-  const uint32_t u = float_to_bits(s);
-  return (u >> 31) != 0 ? ~u : u | 0x80000000u;
+// The radix select's scratch (the items of the boundary's bucket), per thread, room for n.
+struct SelectScratch {
+  uint32_t* key;
+  double* weight;
+};
+SelectScratch select_scratch(size_t n) {
+  thread_local std::vector<uint32_t> key;
+  thread_local std::vector<double> weight;
+  key.resize(n);
+  weight.resize(n);
+  return {key.data(), weight.data()};
 }
 
-// The largest key K with W(> K) < target <= W(>= K), W the total weight of keys in a range:
-// a most-significant-digit-first radix select (four 8-bit digits), no sort. Each level keeps
-// only the items of the bucket that holds the boundary. Needs target > 0.
 template <class Weight>
 uint32_t select_by_weight(const std::vector<uint32_t>& keys, const std::vector<Weight>& weights,
                           double target) {
-  thread_local std::vector<uint32_t> key;
-  thread_local std::vector<double> weight;
-  key.resize(keys.size());
-  weight.resize(keys.size());
-  uint32_t prefix = 0;
-  double above = 0.0;
-  size_t n = keys.size();
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    const bool first = shift == 24;
-    const uint32_t* k = first ? keys.data() : key.data();
-    const auto w_at = [&](size_t i) { return first ? static_cast<double>(weights[i]) : weight[i]; };
-    // Four interleaved histograms: runs of equal digits do not chain their additions.
-    double bucket[4][256] = {};
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4)
-      for (int h = 0; h < 4; ++h) bucket[h][(k[i + h] >> shift) & 255u] += w_at(i + h);
-    for (; i < n; ++i) bucket[0][(k[i] >> shift) & 255u] += w_at(i);
-    int d = 255;
-    for (; d > 0; --d) {
-      const double b = (bucket[0][d] + bucket[1][d]) + (bucket[2][d] + bucket[3][d]);
-      if (above + b >= target) break;
-      above += b;
-    }
-    prefix |= static_cast<uint32_t>(d) << shift;
-    if (shift == 0) break;
-    // Keep the items of bucket d for the next digit (branch-free).
-    const uint32_t high = ~0u << shift;
-    size_t w = 0;
-    for (i = 0; i < n; ++i) {
-      const uint32_t ki = k[i];
-      const double wi = w_at(i);
-      key[w] = ki;
-      weight[w] = wi;
-      w += (ki & high) == prefix;
-    }
-    n = w;
-  }
-  return prefix;
+  const SelectScratch tmp = select_scratch(keys.size());
+  return spec_edge::select_by_weight(keys.data(), weights.data(), static_cast<int64_t>(keys.size()),
+                                     target, tmp.key, tmp.weight);
 }
 
-// The sum of numerators in index order, in four interleaved double partial sums (so the
-// additions do not form one long dependency chain), combined as (s0 + s1) + (s2 + s3).
 double candidate_mass(const std::vector<float>& num) {
-  double s[4] = {};
-  size_t i = 0;
-  for (; i + 4 <= num.size(); i += 4)
-    for (int l = 0; l < 4; ++l) s[l] += static_cast<double>(num[i + l]);
-  for (; i < num.size(); ++i) s[0] += static_cast<double>(num[i]);
-  return (s[0] + s[1]) + (s[2] + s[3]);
+  return spec_edge::candidate_mass(num.data(), static_cast<int64_t>(num.size()));
 }
 
 // Index of `id` in the ascending `ids`, or -1.
@@ -460,16 +422,9 @@ float FilteredRow::top_p_guess(const RowKernels& k, float top_p) {
 // Top-p over the candidates (Z: the mass they are normalized by), then min-p, then the mass of
 // what is kept.
 void FilteredRow::finish(const RowSampling& rs, double Z) {
-  uint32_t lowest = 0;
-  if (rs.top_p < 1.0f)
-    lowest = select_by_weight(keys_, kept_num_, static_cast<double>(rs.top_p) * Z);
-  if (rs.min_p > 0.0f) {
-    // Everything at or below the largest score that fails min-p goes.
-    uint32_t worst_failing = 0;
-    for (size_t i = 0; i < kept_.size(); ++i)
-      worst_failing = std::max(worst_failing, kept_num_[i] < rs.min_p ? keys_[i] + 1 : 0u);
-    lowest = std::max(lowest, worst_failing);
-  }
+  const SelectScratch tmp = select_scratch(keys_.size());
+  const uint32_t lowest = lowest_kept_key(keys_.data(), kept_num_.data(), static_cast<int64_t>(keys_.size()),
+                                          rs.top_p, rs.min_p, Z, tmp.key, tmp.weight);
   size_t w = 0;
   for (size_t i = 0; i < kept_.size(); ++i) {  // branch-free compaction
     const uint32_t key = keys_[i];

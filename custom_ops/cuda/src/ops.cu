@@ -8,6 +8,8 @@
 //  - Maxima and first indices: order-free reductions (max ignores NaN; ties to the lowest index).
 //  - The seeded draw: the envelope of block maxima, its weights and running totals as in
 //    filters.cpp, and the proposals on one thread.
+//  - Top-k: a radix select of the k-th largest key over the row, the kept tokens compacted in
+//    index order, then the core's scalar steps (kept_set.h) on one thread.
 // Nothing here is compiled with FMA contraction (--fmad=false), so each float operation is the one
 // the definition names.
 #if defined(SPEC_EDGE_CUDA_EMULATION)
@@ -18,12 +20,14 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "block_reduce.h"
 #include "filters.h"
+#include "kept_set.h"
 #include "spec_edge/cuda_ops.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/philox.h"
@@ -71,9 +75,12 @@ struct RowFault {
 
 struct RowParams {
   float temperature = 1.0f, penalty = 1.0f;
+  int64_t top_k = 0;
+  float top_p = 1.0f, min_p = 0.0f;
   uint64_t seed = 0, offset = 0;
   int64_t n_draft = 0;
   int64_t prev_begin = 0, prev_end = 0;  // the row's penalized ids in `prev_ids`
+  __host__ __device__ bool filtered() const { return top_k > 0 || top_p < 1.0f || min_p > 0.0f; }
 };
 
 // A batch of score rows of element type T on the device.
@@ -94,48 +101,83 @@ struct Launch {
   const int64_t* prev_ids;
   char* scratch;
   int64_t scratch_stride;
+  bool filtered;  // some row has top-k: the scratch holds kept sets
   RowFault* faults;  // [B]
 };
 
+
+// The kept set of a row under top-k (then top-p, min-p): ids ascending, their penalized logits,
+// numerators and keys, and in `head` their count and mass.
+struct KeptHead {
+  int64_t n;
+  double mass;
+};
+struct KeptRow {
+  int32_t* id;
+  float *y, *num;
+  uint32_t* key;
+  KeptHead* head;
+};
+
 // Per-row scratch: three arrays of block sums, the envelope (block maxima, bounds, weights, run
-// totals) and the penalty's bitmap of ids.
+// totals), the penalty's bitmap of ids and, for rows with filters, the target's and the draft's
+// kept sets and the radix select's scratch.
 struct Scratch {
   float *sums_p, *sums_q, *sums_r, *block_max, *block_c;
   double *weight, *run, *super_total;
   uint32_t* penalized;
+  KeptRow kept[2];
+  uint32_t* key_tmp;
+  double* weight_tmp;
 
-  __host__ __device__ static int64_t bytes(int64_t V) {
+  // Lays the arrays out from `base` (null: sizes them only); returns the bytes they take.
+  __host__ __device__ int64_t place(char* base, int64_t V, bool filtered) {
     const int64_t nb = (V + kBlock - 1) / kBlock, ns = (nb + kSuperBlock - 1) / kSuperBlock;
-    return align(5 * nb * 4) + align(nb * 8) + align(ns * 8) + align((ns + 1) * 8) +
-           align((V + 31) / 32 * 4);
-  }
-  __host__ __device__ static int64_t align(int64_t n) { return (n + 15) / 16 * 16; }
-  __device__ static Scratch at(char* base, int64_t V) {
-    const int64_t nb = (V + kBlock - 1) / kBlock, ns = (nb + kSuperBlock - 1) / kSuperBlock;
-    Scratch s;
-    float* f = reinterpret_cast<float*>(base);
-    s.sums_p = f;
-    s.sums_q = f + nb;
-    s.sums_r = f + 2 * nb;
-    s.block_max = f + 3 * nb;
-    s.block_c = f + 4 * nb;
-    char* p = base + align(5 * nb * 4);
-    s.weight = reinterpret_cast<double*>(p);
-    p += align(nb * 8);
-    s.run = reinterpret_cast<double*>(p);
-    p += align(ns * 8);
-    s.super_total = reinterpret_cast<double*>(p);
-    p += align((ns + 1) * 8);
-    s.penalized = reinterpret_cast<uint32_t*>(p);
-    return s;
+    int64_t at = 0;
+    const auto take = [&](auto*& p, int64_t count) {
+      using P = decltype(p);
+      p = base != nullptr ? reinterpret_cast<std::remove_reference_t<P>>(base + at) : nullptr;
+      at += (count * static_cast<int64_t>(sizeof(*p)) + 15) / 16 * 16;
+    };
+    take(sums_p, nb);
+    take(sums_q, nb);
+    take(sums_r, nb);
+    take(block_max, nb);
+    take(block_c, nb);
+    take(weight, nb);
+    take(run, ns);
+    take(super_total, ns + 1);
+    take(penalized, (V + 31) / 32);
+    if (filtered) {
+      for (KeptRow& k : kept) {
+        take(k.id, V);
+        take(k.y, V);
+        take(k.num, V);
+        take(k.key, V);
+        take(k.head, 1);
+      }
+      take(key_tmp, V);
+      take(weight_tmp, V);
+    }
+    return at;
   }
 };
+
+__device__ Scratch scratch_of(const Launch& L, int64_t b, int64_t V) {
+  Scratch s;
+  s.place(L.scratch + b * L.scratch_stride, V, L.filtered);
+  return s;
+}
 
 // ---- block-wide reductions (every thread of the block calls them) -------------------------------
 
 struct Shared {
   float f[kWarps];
   int64_t i[kWarps];
+  int count[kWarps];
+  unsigned hist[256];
+  uint32_t prefix;
+  int64_t above;
   double d;
   int64_t token;
   int flag;
@@ -428,6 +470,155 @@ __device__ bool envelope_draw(const LogitRow<T>& r, float inv_temp, DrawStream u
   return true;
 }
 
+// ---- rows with top-k (then top-p, min-p): an explicit kept set (FilteredRow::candidates_top_k) -----
+
+template <class T>
+__device__ uint32_t scaled_key(const LogitRow<T>& r, int64_t j, float temperature) {
+  return order_key(r.y(j) / temperature);
+}
+
+// The k-th largest key of the row, every token counted: select_by_weight with unit weights (the
+// counts are exact either way), one 8-bit digit per pass over the row, a shared histogram.
+template <class T>
+__device__ uint32_t kth_largest_key(const LogitRow<T>& r, float temperature, int64_t k, Shared& sh) {
+  uint32_t prefix = 0;
+  int64_t above = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int d = threadIdx.x; d < 256; d += kThreads) sh.hist[d] = 0u;
+    __syncthreads();
+    const uint32_t high = shift == 24 ? 0u : ~0u << (shift + 8);
+    for (int64_t j = threadIdx.x; j < r.n; j += kThreads) {
+      const uint32_t key = scaled_key(r, j, temperature);
+      if ((key & high) == prefix) atomicAdd(&sh.hist[(key >> shift) & 255u], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int d = 255;
+      for (; d > 0; --d) {
+        if (above + sh.hist[d] >= k) break;
+        above += sh.hist[d];
+      }
+      sh.prefix = prefix | static_cast<uint32_t>(d) << shift;
+      sh.above = above;
+    }
+    __syncthreads();
+    prefix = sh.prefix;
+    above = sh.above;
+    __syncthreads();
+  }
+  return prefix;
+}
+
+// Calls out(slot, j) for the j < n where keep(j) holds, slots in index order; returns the count.
+template <class Keep, class Out>
+__device__ int64_t compact(int64_t n, const Keep& keep, const Out& out, Shared& sh) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int64_t total = 0;
+  for (int64_t base = 0; base < n; base += kThreads) {
+    const int64_t j = base + threadIdx.x;
+    const bool kept = j < n && keep(j);
+    const unsigned ballot = __ballot_sync(0xffffffffu, kept);
+    if (lane == 0) sh.count[warp] = __popc(ballot);
+    __syncthreads();
+    int64_t before = total, tile = 0;
+    for (int w = 0; w < kWarps; ++w) {
+      before += w < warp ? sh.count[w] : 0;
+      tile += sh.count[w];
+    }
+    if (kept) out(before + __popc(ballot & ((1u << lane) - 1u)), j);
+    total += tile;
+    __syncthreads();
+  }
+  return total;
+}
+
+// The kept set of a logit row under top-k, then top-p and min-p over it (FilteredRow::finish),
+// with the row's checks first; false on a fault.
+template <class T>
+__device__ bool build_kept(const LogitRow<T>& r, const RowParams& rp, const KeptRow& kr, const Scratch& s,
+                           int tensor, int64_t row, RowFault* fault, Shared& sh) {
+  float ymax;
+  if (!check_logits(r, tensor, row, fault, &ymax, sh)) return false;
+  const float temp = rp.temperature, inv_temp = 1.0f / temp;
+  const uint32_t kth = kth_largest_key(r, temp, rp.top_k, sh);
+  const int64_t n = compact(
+      r.n, [&](int64_t j) { return scaled_key(r, j, temp) >= kth; },
+      [&](int64_t slot, int64_t j) {
+        kr.id[slot] = static_cast<int32_t>(j);
+        kr.y[slot] = r.y(j);
+      },
+      sh);
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+    kr.num[i] = exp_nonpositive((kr.y[i] - ymax) * inv_temp);
+    kr.key[i] = order_key(kr.y[i] / temp);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint32_t lowest = lowest_kept_key(kr.key, kr.num, n, rp.top_p, rp.min_p, candidate_mass(kr.num, n),
+                                            s.key_tmp, s.weight_tmp);
+    int64_t w = 0;
+    for (int64_t i = 0; i < n; ++i)
+      if (kr.key[i] >= lowest) {
+        kr.id[w] = kr.id[i];
+        kr.y[w] = kr.y[i];
+        kr.num[w] = kr.num[i];
+        kr.key[w] = kr.key[i];
+        ++w;
+      }
+    kr.head->n = w;
+    kr.head->mass = candidate_mass(kr.num, w);
+  }
+  __syncthreads();
+  return true;
+}
+
+// The numerator of token t in a kept set (0 outside it).
+__device__ float kept_numerator(const KeptRow& kr, int64_t t) {
+  int64_t lo = 0, hi = kr.head->n;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (kr.id[mid] < t) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < kr.head->n && kr.id[lo] == t ? kr.num[lo] : 0.0f;
+}
+
+// FilteredRow::draw on a kept set (one thread).
+__device__ int64_t kept_draw(const KeptRow& kr, double target) {
+  double cum = 0.0;
+  int64_t last = -1;
+  for (int64_t i = 0; i < kr.head->n; ++i) {
+    if (!(kr.num[i] > 0.0f)) continue;
+    cum += kr.num[i];
+    last = kr.id[i];
+    if (cum > target) return last;
+  }
+  return last;
+}
+
+// FilteredRow::residual_walk: max(0, num_p * a - num_q * b) over p's kept tokens, ascending, in
+// double; with `token`, the first running sum above `target` (or the last positive term).
+__device__ double kept_residual(const KeptRow& p, const KeptRow& q, float a, float b, double target,
+                                int64_t* token) {
+  double cum = 0.0;
+  int64_t qi = 0;
+  const int64_t np = p.head->n, nq = q.head->n;
+  for (int64_t i = 0; i < np; ++i) {
+    const int64_t id = p.id[i];
+    while (qi < nq && q.id[qi] < id) ++qi;
+    const float num_q = qi < nq && q.id[qi] == id ? q.num[qi] : 0.0f;
+    const float d = p.num[i] * a - num_q * b;
+    if (!(d > 0.0f)) continue;
+    cum += d;
+    if (token != nullptr) {
+      *token = id;
+      if (cum > target) break;
+    }
+  }
+  return cum;
+}
+
 // ---- kernels ------------------------------------------------------------------------------------
 
 template <class T>
@@ -489,7 +680,7 @@ __global__ void __launch_bounds__(kThreads) accept_kernel(DeviceRows<T> target, 
                                                           int64_t* next_token) {
   __shared__ Shared sh;
   const int64_t b = blockIdx.x, K = L.K, V = target.vocab;
-  const Scratch s = Scratch::at(L.scratch + b * L.scratch_stride, V);
+  const Scratch s = scratch_of(L, b, V);
   RowFault* fault = &L.faults[b];
   const double* u = L.uniforms + b * (K + 1);
   const double u_last = u[K];
@@ -537,6 +728,43 @@ __global__ void __launch_bounds__(kThreads) accept_kernel(DeviceRows<T> target, 
   }
 }
 
+// Sampled verify of one sequence with filters: each row's kept set, the rule of `accept` on them
+// with their exact masses, the residual over the kept tokens, the bonus token from the target's
+// kept set. Returns false on a fault; n and token (thread 0's) as the unfiltered loop.
+template <class T>
+__device__ bool verify_kept(const DeviceRows<T>& target, const DeviceRows<T>& draft, int64_t b,
+                            const RowParams& rp, const int64_t* tokens, uint32_t* bitmap, const Scratch& s,
+                            RowFault* fault, int64_t* n, int64_t* token, Shared& sh) {
+  const KeptRow &kp = s.kept[0], &kq = s.kept[1];
+  const uint32_t row = static_cast<uint32_t>(b);
+  const double u_last = philox_uniform(rp.seed, rp.offset, row, rp.n_draft);
+  const int64_t V = target.vocab;
+  for (int64_t i = 0; i < rp.n_draft; ++i) {
+    const int64_t t = tokens[i];
+    if (!build_kept(LogitRow<T>{target.row(b, i), V, bitmap, rp.penalty}, rp, kp, s, 0, i, fault, sh)) return false;
+    if (!build_kept(LogitRow<T>{draft.row(b, i), V, bitmap, rp.penalty}, rp, kq, s, 1, i, fault, sh)) return false;
+    const double P = kp.head->mass, Q = kq.head->mass;
+    if (accept_token(philox_uniform(rp.seed, rp.offset, row, i), kept_numerator(kp, t), P, kept_numerator(kq, t), Q)) {
+      add_penalized(bitmap, t);
+      continue;
+    }
+    if (threadIdx.x == 0) {
+      const float a = static_cast<float>(1.0 / P), c = static_cast<float>(1.0 / Q);
+      const double R = kept_residual(kp, kq, a, c, -1.0, nullptr);
+      if (R > 0.0) kept_residual(kp, kq, a, c, u_last * R, token);
+      else *token = kept_draw(kp, u_last * P);
+    }
+    *n = i;
+    return true;
+  }
+  *n = rp.n_draft;
+  if (!build_kept(LogitRow<T>{target.row(b, rp.n_draft), V, bitmap, rp.penalty}, rp, kp, s, 0, rp.n_draft,
+                  fault, sh))
+    return false;
+  if (threadIdx.x == 0) *token = kept_draw(kp, u_last * kp.head->mass);
+  return true;
+}
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) verify_kernel(DeviceRows<T> target, DeviceRows<T> draft,
                                                           Launch L, int64_t* accept_len,
@@ -544,7 +772,7 @@ __global__ void __launch_bounds__(kThreads) verify_kernel(DeviceRows<T> target, 
   __shared__ Shared sh;
   const int64_t b = blockIdx.x, K = L.K, V = target.vocab;
   const RowParams rp = L.params[b];
-  const Scratch s = Scratch::at(L.scratch + b * L.scratch_stride, V);
+  const Scratch s = scratch_of(L, b, V);
   RowFault* fault = &L.faults[b];
   uint32_t* const bitmap = penalized_ids(L, rp, s.penalized, V);
   const int64_t n_draft = rp.n_draft;
@@ -560,6 +788,8 @@ __global__ void __launch_bounds__(kThreads) verify_kernel(DeviceRows<T> target, 
       }
       add_penalized(bitmap, token);
     }
+  } else if (rp.filtered()) {
+    if (!verify_kept(target, draft, b, rp, tokens, bitmap, s, fault, &n, &token, sh)) return;
   } else {
     const float inv_temp = 1.0f / rp.temperature;
     const uint32_t row = static_cast<uint32_t>(b);
@@ -603,24 +833,72 @@ __global__ void __launch_bounds__(kThreads) verify_kernel(DeviceRows<T> target, 
   }
 }
 
+// Row b of a [B, V] logits op (sample, filter_logits): its parameters, scratch, fault slot and
+// logits under its penalty.
+template <class T>
+struct SamplingRow {
+  RowParams params;
+  Scratch scratch;
+  RowFault* fault;
+  LogitRow<T> logits;
+  __device__ SamplingRow(const DeviceRows<T>& rows, const Launch& L)
+      : params(L.params[blockIdx.x]), scratch(scratch_of(L, blockIdx.x, rows.vocab)), fault(&L.faults[blockIdx.x]),
+        logits{rows.row(blockIdx.x, 0), rows.vocab, penalized_ids(L, params, scratch.penalized, rows.vocab),
+               params.penalty} {}
+};
+
 template <class T>
 __global__ void __launch_bounds__(kThreads) sample_kernel(DeviceRows<T> logits, Launch L, int64_t* tokens) {
   __shared__ Shared sh;
   const int64_t b = blockIdx.x, V = logits.vocab;
-  const RowParams rp = L.params[b];
-  const Scratch s = Scratch::at(L.scratch + b * L.scratch_stride, V);
-  RowFault* fault = &L.faults[b];
-  uint32_t* const bitmap = penalized_ids(L, rp, s.penalized, V);
-  const LogitRow<T> r{logits.row(b, 0), V, bitmap, rp.penalty};
+  const SamplingRow<T> row(logits, L);
+  const RowParams& rp = row.params;
+  const Scratch& s = row.scratch;
+  RowFault* fault = row.fault;
+  const LogitRow<T>& r = row.logits;
   int64_t token = -1;
+  const uint32_t stream = static_cast<uint32_t>(b);
+  const double u0 = philox_uniform(rp.seed, rp.offset, stream, 0);
   if (rp.temperature == 0.0f) {
     if (!greedy(r, 0, -1, fault, &token, sh)) return;
+  } else if (rp.filtered()) {
+    if (!build_kept(r, rp, s.kept[0], s, 0, -1, fault, sh)) return;
+    if (threadIdx.x == 0) token = kept_draw(s.kept[0], u0 * s.kept[0].head->mass);
   } else {
-    const uint32_t row = static_cast<uint32_t>(b);
-    const DrawStream uniforms{rp.seed, rp.offset, row, philox_uniform(rp.seed, rp.offset, row, 0), 1, false};
+    const DrawStream uniforms{rp.seed, rp.offset, stream, u0, 1, false};
     if (!envelope_draw(r, 1.0f / rp.temperature, uniforms, s, -1, fault, &token, sh)) return;
   }
   if (threadIdx.x == 0) tokens[b] = token;
+}
+
+// filter_logits: out[j] = y / T for kept tokens, -inf for the others (greedy: the first argmax of y,
+// unscaled).
+template <class T>
+__global__ void __launch_bounds__(kThreads) filter_kernel(DeviceRows<T> logits, Launch L, float* out,
+                                                          int64_t out_stride) {
+  __shared__ Shared sh;
+  const int64_t b = blockIdx.x, V = logits.vocab;
+  const SamplingRow<T> row(logits, L);
+  const RowParams& rp = row.params;
+  const Scratch& s = row.scratch;
+  RowFault* fault = row.fault;
+  const LogitRow<T>& r = row.logits;
+  float* o = out + b * out_stride;
+  if (rp.temperature == 0.0f) {
+    int64_t token = 0;
+    if (!greedy(r, 0, -1, fault, &token, sh)) return;
+    for (int64_t j = threadIdx.x; j < V; j += kThreads) o[j] = j == token ? r.y(j) : -kInf;
+  } else if (rp.filtered()) {
+    const KeptRow& kr = s.kept[0];
+    if (!build_kept(r, rp, kr, s, 0, -1, fault, sh)) return;
+    for (int64_t j = threadIdx.x; j < V; j += kThreads) o[j] = -kInf;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < kr.head->n; i += kThreads) o[kr.id[i]] = kr.y[i] / rp.temperature;
+  } else {
+    float ymax;
+    if (!check_logits(r, 0, -1, fault, &ymax, sh)) return;
+    for (int64_t j = threadIdx.x; j < V; j += kThreads) o[j] = r.y(j) / rp.temperature;
+  }
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -642,8 +920,9 @@ struct Upload {
   std::vector<double> uniforms;
 };
 
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 template <class V>
-size_t bytes_of(const std::vector<V>& v) { return Scratch::align(static_cast<int64_t>(v.size() * sizeof(V))); }
+size_t bytes_of(const std::vector<V>& v) { return align16(v.size() * sizeof(V)); }
 
 class Workspace {
  public:
@@ -654,8 +933,9 @@ class Workspace {
   // Allocates, uploads `up` and fills `L`'s pointers.
   Status prepare(const Upload& up, int64_t B, int64_t K, int64_t V, bool scratch, Launch* L) {
     const size_t head = bytes_of(up.params) + bytes_of(up.tokens) + bytes_of(up.uniforms) + bytes_of(up.prev_ids);
-    const size_t faults = Scratch::align(B * static_cast<int64_t>(sizeof(RowFault)));
-    const int64_t stride = scratch ? Scratch::bytes(V) : 0;
+    const size_t faults = align16(B * sizeof(RowFault));
+    const bool filtered = std::any_of(up.params.begin(), up.params.end(), [](const RowParams& p) { return p.filtered(); });
+    const int64_t stride = scratch ? Scratch().place(nullptr, V, filtered) : 0;
     const size_t total = head + faults + static_cast<size_t>(stride) * static_cast<size_t>(B);
     SPEC_EDGE_CUDA_RETURN(cudaMallocAsync(&base_, std::max<size_t>(total, 16), stream_), "cudaMallocAsync");
     host_.assign(head, 0);
@@ -675,6 +955,7 @@ class Workspace {
     L->faults = reinterpret_cast<RowFault*>(base_ + head);
     L->scratch = base_ + head + faults;
     L->scratch_stride = stride;
+    L->filtered = filtered;
     faults_ = L->faults;
     B_ = B;
     if (head > 0)
@@ -785,10 +1066,10 @@ Status check_vocab(const Rows& r) {
 Status unsupported_filters(PerRow<float> temperature, const Filters& f, int64_t B) {
   for (int64_t b = 0; b < B; ++b) {
     const RowSampling rs = row_sampling(temperature, f, b);
-    if (rs.filtered())
+    if (rs.temperature > 0.0f && rs.top_k == 0 && rs.filtered())
       return Status::error(Code::kUnsupported,
-                           "top_k / top_p / min_p (row %lld): the CUDA build does not run these "
-                           "filters yet; run the op on CPU tensors",
+                           "top_p / min_p without top_k (row %lld): the CUDA build runs them after "
+                           "top-k only (set top_k, or run the op on CPU tensors)",
                            (ll)b);
   }
   return Status::ok();
@@ -804,6 +1085,9 @@ void sampling_rows(PerRow<float> temperature, PerRow<int64_t> seed, PerRow<int64
     const RowSampling rs = row_sampling(temperature, f, b);
     p.temperature = rs.temperature;
     p.penalty = rs.penalty;
+    p.top_k = rs.top_k;
+    p.top_p = rs.top_p;
+    p.min_p = rs.min_p;
     p.seed = static_cast<uint64_t>(seed.at(b));
     p.offset = static_cast<uint64_t>(offset.at(b));
     ids.reset(f, b, rs.penalty != 1.0f);
@@ -885,6 +1169,27 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
   });
   const char* const names[2] = {"target_logits", "draft_logits"};
   return first_fault(ws, names, true);
+}
+
+Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filters& filters, float* out,
+                     int64_t out_stride, void* stream) {
+  SPEC_EDGE_RETURN_IF_ERROR(validate_sampling_rows(logits, temperature, 1, 1, filters));
+  SPEC_EDGE_RETURN_IF_ERROR(check_vocab(logits));
+  const int64_t B = logits.batch;
+  SPEC_EDGE_RETURN_IF_ERROR(unsupported_filters(temperature, filters, B));
+  if (B == 0) return Status::ok();
+  Upload up;
+  const int64_t zero = 0;
+  sampling_rows(temperature, {&zero, 1}, {&zero, 1}, filters, B, &up);
+  Workspace ws(static_cast<cudaStream_t>(stream));
+  Launch L{};
+  SPEC_EDGE_RETURN_IF_ERROR(ws.prepare(up, B, 0, logits.vocab, true, &L));
+  with_dtype(logits.dtype, [&](auto elem) {
+    using T = decltype(elem);
+    launch(filter_kernel<T>, B, stream, device_rows<T>(logits), L, out, out_stride);
+  });
+  const char* const names[2] = {"logits", "logits"};
+  return first_fault(ws, names, false);
 }
 
 Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens, void* stream) {

@@ -11,8 +11,9 @@
 // Each row is computed exactly as the scalar reference defines it (docs/OPS.md): the 64-value
 // halving fold is a warp's shuffle tree, block sums are added left to right in double, the
 // exponentials, the bounds and Philox are the core's own functions (numerics.h, philox.h), and the
-// kernels are compiled without FMA contraction. Top-k, top-p and min-p are not in this build yet:
-// a call with one of them returns kUnsupported.
+// kernels are compiled without FMA contraction. Top-k runs (a radix select over the row, the kept
+// set compacted in index order, then top-p and min-p over it with the core's own scalar steps,
+// kept_set.h); top-p or min-p without top-k returns kUnsupported.
 #pragma once
 
 #include "spec_edge/ops.h"
@@ -28,6 +29,9 @@ Status accept(const Rows& target_probs, const Rows* draft_probs, const Tokens& d
 Status verify(const Rows& target_logits, const Rows& draft_logits, const Tokens& draft_tokens,
               const VerifyParams& params, VerifyOutput out, void* stream);
 Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens, void* stream);
+// `out` [B, V] float32 with row stride `out_stride`, in device memory.
+Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filters& filters, float* out,
+                     int64_t out_stride, void* stream);
 
 // Whether a CUDA device is visible to this process.
 bool device_available();
