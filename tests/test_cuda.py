@@ -64,7 +64,7 @@ def test_verify_greedy_agrees(V, dtype):
     tokens[::3, 1] = (tokens[::3, 1] + 1) % V  # a miss at position 1 in every third row
     cpu = spec_edge.verify_greedy(probs, tokens)
     gpu = spec_edge.verify_greedy(probs.to(DEV), tokens.to(DEV))
-    assert gpu.n_accepted.device.type == "cuda"
+    assert gpu.n_accepted.device.type == DEV.type
     agree("verify_greedy", torch.stack([cpu.n_accepted, cpu.next_token], 1),
           torch.stack([gpu.n_accepted, gpu.next_token], 1))
 
@@ -125,7 +125,7 @@ def test_sample_agrees(V, dtype, T, penalty):
     cpu = spec_edge.sample(x, T, seed=11, offset=3, filters=f)
     gpu = spec_edge.sample(x.to(DEV), T, seed=11, offset=3, filters=F(repetition_penalty=penalty,
                                                                       prev_tokens=prev.to(DEV)))
-    assert gpu.device.type == "cuda"
+    assert gpu.device.type == DEV.type
     agree("sample", cpu[:, None], gpu[:, None])
 
 
