@@ -1,4 +1,4 @@
-// The CUDA build's kernels (custom_ops/cuda/src/ops.cu), run on host threads (cuda_emulation.h),
+// The CUDA build's kernels (custom_ops/cuda/src/ops.cu), run on the host (cuda_emulation.h),
 // give the core's results: the same tokens, the same errors, on every op, dtype and tile edge.
 // bench/gpu_check.sh runs the same comparison on a GPU (tests/test_cuda.py).
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_emulation.h"
 #include "row_kernels.h"
 #include "spec_edge/cuda_ops.h"
 #include "spec_edge/ops.h"
@@ -402,6 +403,21 @@ TEST(CudaEmulation, TopPOrMinPWithoutTopKIsNotInTheCudaBuildYet) {
   EXPECT_NE(std::string(s.message()).find("top_p / min_p without top_k"), std::string::npos);
   params.filters.top_k = {&k, 1};  // after top-k they run
   EXPECT_TRUE(cuda::sample(testing::rows(x, 2, 1, 70), params, tokens.data(), nullptr).is_ok());
+}
+
+// The emulation's own negative control: threads waiting at different barriers (half of each warp
+// at __syncthreads, half at a shuffle) stop the run.
+__global__ void divergent_barrier_kernel(int* out) {
+  if (threadIdx.x % 32 < 16) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
+  }
+}
+
+TEST(CudaEmulationDeathTest, ThreadsAtDifferentBarriersStopTheRun) {
+  std::vector<int> out(64);
+  EXPECT_DEATH(emulation::launch(divergent_barrier_kernel, 1, 64, out.data()), "deadlocks");
 }
 
 }  // namespace

@@ -13,7 +13,7 @@
 // Nothing here is compiled with FMA contraction (--fmad=false), so each float operation is the one
 // the definition names.
 #if defined(SPEC_EDGE_CUDA_EMULATION)
-#include "cuda_emulation.h"  // tests/cpp: the kernels on host threads, for machines without a GPU
+#include "cuda_emulation.h"  // tests/cpp: the kernels on the host, for machines without a GPU
 #else
 #include <cuda_runtime.h>
 #endif
