@@ -130,7 +130,8 @@ def test_sample_agrees(V, dtype, T, penalty):
 
 
 FILTERS = [dict(top_k=1), dict(top_k=50), dict(top_k=50, top_p=0.9, min_p=0.05, repetition_penalty=1.1),
-           dict(top_k=1000, top_p=0.95), dict(top_k=20, min_p=0.2)]
+           dict(top_k=1000, top_p=0.95), dict(top_k=20, min_p=0.2), dict(top_p=0.9),
+           dict(top_p=0.6, min_p=0.02, repetition_penalty=1.3), dict(min_p=0.1)]
 
 
 @pytest.mark.parametrize("filters", FILTERS, ids=lambda f: ",".join(f"{k}={v}" for k, v in f.items()))
@@ -142,7 +143,7 @@ def test_filtered_ops_agree(V, dtype, filters):
     x = logits(B, 1, V, dtype, g)[:, 0]
     x[1] = torch.floor(x[1].float()).to(dtype)  # ties at the top-k boundary
     prev = torch.randint(-1, V, (B, 16), generator=g)
-    cfg = {**filters, "top_k": min(filters["top_k"], V)}
+    cfg = {**filters, "top_k": min(filters.get("top_k", 0), V)}
     f_cpu, f_gpu = F(**cfg, prev_tokens=prev), F(**cfg, prev_tokens=prev.to(DEV))
     for T in [0.0, 0.8, 1.5]:
         agree("sample (filtered)", spec_edge.sample(x, T, 3, 1, f_cpu)[:, None],
@@ -266,10 +267,6 @@ def test_device_and_layout_errors():
         spec_edge.verify_greedy(t.transpose(1, 2).contiguous().transpose(1, 2), tokens)
     with pytest.raises(TypeError, match=r"draft_logits: dtype float16 does not match"):
         spec_edge.verify(t, t[:, :2].half(), tokens, 0.8)
-    with pytest.raises(NotImplementedError, match=r"top_p / min_p without top_k"):
-        spec_edge.sample(t[:, 0], 0.8, filters=F(top_p=0.9))
-    with pytest.raises(NotImplementedError, match=r"top_p / min_p without top_k"):
-        spec_edge.filter_logits(t[:, 0], 0.8, F(min_p=0.1))
     if torch.cuda.device_count() > 1:
         with pytest.raises(ValueError, match=r"expected a tensor on cuda:0"):
             spec_edge.verify_greedy(t, tokens.to("cuda:1"))

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuda_emulation.h"
+#include "kept_set.h"
 #include "row_kernels.h"
 #include "spec_edge/cuda_ops.h"
 #include "spec_edge/ops.h"
@@ -299,13 +300,25 @@ TEST(CudaEmulation, ValueErrorsMatchTheCore) {
   }
 }
 
-// Top-k (then top-p and min-p): the kept sets, the draws and filter_logits' rows equal the core's.
+// Top-k, top-p and min-p, alone and together: the kept sets, the draws and filter_logits' rows
+// equal the core's.
 struct FilterCase {
   int64_t top_k;
   float top_p, min_p, penalty;
 };
-const FilterCase kFilterCases[] = {{1, 1.0f, 0.0f, 1.0f},   {5, 1.0f, 0.0f, 1.0f},  {40, 0.9f, 0.0f, 1.0f},
-                                   {40, 0.6f, 0.05f, 1.2f}, {300, 0.95f, 0.1f, 0.9f}, {7, 1.0f, 0.3f, 1.0f}};
+const FilterCase kFilterCases[] = {{1, 1.0f, 0.0f, 1.0f},     {5, 1.0f, 0.0f, 1.0f},   {40, 0.9f, 0.0f, 1.0f},
+                                   {40, 0.6f, 0.05f, 1.2f},   {300, 0.95f, 0.1f, 0.9f}, {7, 1.0f, 0.3f, 1.0f},
+                                   {0, 0.9f, 0.0f, 1.0f},     {0, 0.5f, 0.02f, 1.3f},  {0, 1.0f, 0.2f, 1.0f},
+                                   {0, 0.999f, 0.0f, 0.8f}};
+
+// A row that top-p's strided sample misjudges: its sampled tokens (kept_set.h's
+// guess_sample_size) at 0, the others at -2, so the candidates above the guess fall short of the
+// top-p mass and every token becomes a candidate.
+void plant_misleading_sample(float* row, int64_t V) {
+  const int64_t S = guess_sample_size(V, kTopPGuessSample);
+  for (int64_t j = 0; j < V; ++j) row[j] = -2.0f;
+  for (int64_t i = 0; i < S; ++i) row[i * V / S] = 0.0f;
+}
 
 void set_filters(const FilterCase& c, Filters& f, const std::vector<int64_t>& prev) {
   f.top_k = {&c.top_k, 1};
@@ -324,6 +337,7 @@ TEST(CudaEmulation, FilteredSampleAndFilterLogitsGiveTheCoresResults) {
       x[V + j] = std::floor(x[V + j]);  // many ties, at the top-k boundary too
       if (j % 2 == 1) x[3 * V + j] = -kInf;
     }
+    plant_misleading_sample(&x[2 * V], V);
     const Scores s(x, B, 1, V);
     const std::vector<int64_t> prev = {0, (V - 1) / 2, -1};
     for (const FilterCase& c : kFilterCases) {
@@ -361,6 +375,10 @@ TEST(CudaEmulation, FilteredVerifyGivesTheCoresTokens) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < K; ++i)
         for (int64_t j = 0; j < V; ++j) dv[(b * K + i) * V + j] = tv[(b * (K + 1) + i) * V + j] + noise(rng);
+    for (int64_t i = 0; i <= K; ++i) plant_misleading_sample(&tv[(K + 1 + i) * V], V);  // sequence 1
+    plant_misleading_sample(&dv[K * V], V);
+    for (int64_t i = 0; i <= K; ++i) plant_misleading_sample(&tv[(K + 1 + i) * V], V);  // sequence 1
+    plant_misleading_sample(&dv[K * V], V);
     const Scores t(tv, B, K + 1, V), dr(dv, B, K, V);
     const std::vector<int64_t> drafts = greedy_drafts(dr.f32, B, K, V, K);
     const std::vector<int64_t> num_draft = {3, 2, 0, 3}, prev = {1, 2, -1};
@@ -385,24 +403,6 @@ TEST(CudaEmulation, FilteredVerifyGivesTheCoresTokens) {
         EXPECT_EQ(out0, out1) << "V=" << V << " T=" << T << " top_k=" << c.top_k;
       }
   }
-}
-
-TEST(CudaEmulation, TopPOrMinPWithoutTopKIsNotInTheCudaBuildYet) {
-  const std::vector<float> x(2 * 70, 0.0f);
-  const float T = 1.0f;
-  const int64_t seed = 0, k = 5;
-  const float p = 0.9f;
-  SampleParams params;
-  params.temperature = {&T, 1};
-  params.seed = {&seed, 1};
-  params.offset = {&seed, 1};
-  params.filters.top_p = {&p, 1};
-  std::vector<int64_t> tokens(2);
-  const Status s = cuda::sample(testing::rows(x, 2, 1, 70), params, tokens.data(), nullptr);
-  EXPECT_EQ(s.code(), Code::kUnsupported);
-  EXPECT_NE(std::string(s.message()).find("top_p / min_p without top_k"), std::string::npos);
-  params.filters.top_k = {&k, 1};  // after top-k they run
-  EXPECT_TRUE(cuda::sample(testing::rows(x, 2, 1, 70), params, tokens.data(), nullptr).is_ok());
 }
 
 // The emulation's own negative control: threads waiting at different barriers (half of each warp

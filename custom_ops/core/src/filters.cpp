@@ -20,13 +20,6 @@ namespace {
 using ll = long long;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Elements of the strided sample that seeds a first threshold: a sixteenth of the row, at least
-// 64 and at most `cap`, so that on small vocabularies the guess stays cheap next to the pass it
-// saves (the guess only sets where collection starts; results never depend on it).
-int64_t guess_sample_size(int64_t V, int64_t cap) {
-  return std::min(V, std::clamp<int64_t>(V / 16, 64, cap));
-}
-
 // The radix select's scratch (the items of the boundary's bucket), per thread, room for n.
 struct SelectScratch {
   uint32_t* key;
@@ -377,12 +370,11 @@ Status FilteredRow::candidates_by_mass(const RowKernels& k, const RowSampling& r
   collected_value_.resize(V_);
   const bool top_p = rs.top_p < 1.0f;
   const double Z = top_p ? k.exp_mass(row_, V_, map_, nullptr) : 0.0;
-  // Tokens below log(min_p) (with a margin far above the exp error) fail min-p.
-  const float min_p_floor = rs.min_p > 0.0f ? std::log(rs.min_p) - 1e-3f : -kInf;
-  // A first guess at the top-p boundary from a strided sample, lowered so that the candidates
-  // most likely carry the top-p mass; if they do not, every token is a candidate.
+  const float floor = min_p_floor(rs.min_p);
+  // A first guess at the top-p boundary from a strided sample; if the candidates above it do not
+  // carry the top-p mass, every token that can pass min-p is a candidate.
   for (const float guess : {top_p ? top_p_guess(k, rs.top_p) : -kInf, -kInf}) {
-    const float threshold = std::max(guess, min_p_floor);
+    const float threshold = std::max(guess, floor);
     const int64_t n =
         k.collect(row_, V_, map_, threshold, collected_.data(), collected_value_.data()).count;
     add_candidates(n, threshold, /*scaled=*/true);
@@ -390,17 +382,16 @@ Status FilteredRow::candidates_by_mass(const RowKernels& k, const RowSampling& r
     const double collected_mass = candidate_mass(kept_num_);
     // Done when the top-p boundary lies among the candidates, or when every token left out
     // fails min-p anyway.
-    if (!top_p || collected_mass >= static_cast<double>(rs.top_p) * Z || threshold <= min_p_floor)
+    if (!top_p || collected_mass >= static_cast<double>(rs.top_p) * Z || threshold <= floor)
       break;
   }
   finish(rs, Z);
   return Status::ok();
 }
 
-// The scaled distance d = (y - ymax) / T below which a strided sample of the row holds less than
-// half of the mass top-p removes.
+// kept_set.h's top_p_guess over a strided sample of the unpatched row.
 float FilteredRow::top_p_guess(const RowKernels& k, float top_p) {
-  const int64_t S = guess_sample_size(V_, 1024);
+  const int64_t S = guess_sample_size(V_, kTopPGuessSample);
   thread_local std::vector<float> d, e;
   d.resize(S);
   e.resize(S);
@@ -408,15 +399,7 @@ float FilteredRow::top_p_guess(const RowKernels& k, float top_p) {
   std::sort(d.begin(), d.end(), std::greater<float>());
   ExpMap unit;  // d is already scaled
   k.exp_values(d.data(), S, unit, e.data());
-  double total = 0.0;
-  for (const float v : e) total += v;
-  const double wanted = total * (1.0 - 0.5 * (1.0 - static_cast<double>(top_p)));
-  double cum = 0.0;
-  for (int64_t i = 0; i < S; ++i) {
-    cum += e[i];
-    if (cum >= wanted) return d[i] - 1.0f;
-  }
-  return -kInf;
+  return spec_edge::top_p_guess(d.data(), e.data(), S, top_p);
 }
 
 // Top-p over the candidates (Z: the mass they are normalized by), then min-p, then the mass of

@@ -3,6 +3,7 @@
 // build (which runs them on one thread of the row's block).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "spec_edge/types.h"
@@ -85,6 +86,39 @@ SPEC_EDGE_HD inline uint32_t lowest_kept_key(const uint32_t* keys, const float* 
     lowest = worst_failing > lowest ? worst_failing : lowest;
   }
   return lowest;
+}
+
+// ---- the candidates of top-p and min-p without top-k (FilteredRow::candidates_by_mass) ----------
+
+// Elements of the strided sample that seeds a first threshold: a sixteenth of the row, at least
+// 64 and at most `cap`, so that on small vocabularies the guess stays cheap next to the pass it
+// saves. Sample element i is token i * V / S.
+SPEC_EDGE_HD inline int64_t guess_sample_size(int64_t V, int64_t cap) {
+  const int64_t s = V / 16 < 64 ? 64 : V / 16 > cap ? cap : V / 16;
+  return s < V ? s : V;
+}
+constexpr int64_t kTopPGuessSample = 1024;  // the cap of top-p's sample
+
+// The first top-p threshold from the sample: `d` its scaled distances (y - ymax) / T, sorted
+// descending, `e` their numerators: the d below which the sample holds less than half of the mass
+// top-p removes, lowered by 1 so that the candidates above it most likely carry the top-p mass.
+SPEC_EDGE_HD inline float top_p_guess(const float* d, const float* e, int64_t S, float top_p) {
+  double total = 0.0;
+  for (int64_t i = 0; i < S; ++i) total += e[i];
+  const double wanted = total * (1.0 - 0.5 * (1.0 - static_cast<double>(top_p)));
+  double cum = 0.0;
+  for (int64_t i = 0; i < S; ++i) {
+    cum += e[i];
+    if (cum >= wanted) return d[i] - 1.0f;
+  }
+  return -__builtin_huge_valf();
+}
+
+// Tokens whose scaled distance to the row maximum lies below this fail min-p: log(min_p) with a
+// margin far above the exp error; -inf without min-p. Host code (the CUDA build computes it on
+// the host, so that both builds use one logf).
+inline float min_p_floor(float min_p) {
+  return min_p > 0.0f ? std::log(min_p) - 1e-3f : -__builtin_huge_valf();
 }
 
 }  // namespace spec_edge

@@ -10,6 +10,8 @@
 //    filters.cpp, and the proposals on one thread.
 //  - Top-k: a radix select of the k-th largest key over the row, the kept tokens compacted in
 //    index order, then the core's scalar steps (kept_set.h) on one thread.
+//  - Top-p and min-p without top-k: the core's candidates (its guess from a strided sample, sorted
+//    here by a bitonic sort), compacted in index order, then the same scalar steps.
 // Nothing here is compiled with FMA contraction (--fmad=false), so each float operation is the one
 // the definition names.
 #if defined(SPEC_EDGE_CUDA_EMULATION)
@@ -77,6 +79,7 @@ struct RowParams {
   float temperature = 1.0f, penalty = 1.0f;
   int64_t top_k = 0;
   float top_p = 1.0f, min_p = 0.0f;
+  float min_p_floor = -kInf;  // kept_set.h's min_p_floor, computed on the host
   uint64_t seed = 0, offset = 0;
   int64_t n_draft = 0;
   int64_t prev_begin = 0, prev_end = 0;  // the row's penalized ids in `prev_ids`
@@ -176,6 +179,7 @@ struct Shared {
   int64_t i[kWarps];
   int count[kWarps];
   unsigned hist[256];
+  float sample[kTopPGuessSample], sample_exp[kTopPGuessSample];  // top-p's guess
   uint32_t prefix;
   int64_t above;
   double d;
@@ -532,17 +536,14 @@ __device__ int64_t compact(int64_t n, const Keep& keep, const Out& out, Shared& 
   return total;
 }
 
-// The kept set of a logit row under top-k, then top-p and min-p over it (FilteredRow::finish),
-// with the row's checks first; false on a fault.
-template <class T>
-__device__ bool build_kept(const LogitRow<T>& r, const RowParams& rp, const KeptRow& kr, const Scratch& s,
-                           int tensor, int64_t row, RowFault* fault, Shared& sh) {
-  float ymax;
-  if (!check_logits(r, tensor, row, fault, &ymax, sh)) return false;
-  const float temp = rp.temperature, inv_temp = 1.0f / temp;
-  const uint32_t kth = kth_largest_key(r, temp, rp.top_k, sh);
+// The candidates of a logit row, the tokens j where keep(j) holds, in index order: their ids,
+// penalized logits, numerators and keys. Returns the count.
+template <class T, class Keep>
+__device__ int64_t collect_candidates(const LogitRow<T>& r, float ymax, float temp, const Keep& keep,
+                                      const KeptRow& kr, Shared& sh) {
+  const float inv_temp = 1.0f / temp;
   const int64_t n = compact(
-      r.n, [&](int64_t j) { return scaled_key(r, j, temp) >= kth; },
+      r.n, keep,
       [&](int64_t slot, int64_t j) {
         kr.id[slot] = static_cast<int32_t>(j);
         kr.y[slot] = r.y(j);
@@ -554,9 +555,88 @@ __device__ bool build_kept(const LogitRow<T>& r, const RowParams& rp, const Kept
     kr.key[i] = order_key(kr.y[i] / temp);
   }
   __syncthreads();
+  return n;
+}
+
+// FilteredRow::top_p_guess: the strided sample of the unpatched row, sorted descending by a
+// bitonic sort in shared memory (ties are equal floats: any order is the core's), then
+// kept_set.h's walk on one thread.
+template <class T>
+__device__ float top_p_guess(const LogitRow<T>& r, float ymax, float inv_temp, float top_p, Shared& sh) {
+  const int64_t V = r.n, S = guess_sample_size(V, kTopPGuessSample);
+  int64_t P = 1;
+  while (P < S) P *= 2;
+  for (int64_t i = threadIdx.x; i < P; i += kThreads) {
+    const float d = i < S ? (r.raw(i * V / S) - ymax) * inv_temp : -kInf;
+    sh.sample[i] = d < 0.0f ? d : 0.0f;  // std::min(0.0f, d)
+  }
+  for (int64_t size = 2; size <= P; size *= 2)
+    for (int64_t stride = size / 2; stride > 0; stride /= 2) {
+      __syncthreads();
+      for (int64_t i = threadIdx.x; i < P; i += kThreads) {
+        const int64_t j = i ^ stride;
+        const float a = sh.sample[i], b = sh.sample[j];
+        if (j > i && ((i & size) == 0 ? a < b : a > b)) {
+          sh.sample[i] = b;
+          sh.sample[j] = a;
+        }
+      }
+    }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < S; i += kThreads) sh.sample_exp[i] = exp_nonpositive((sh.sample[i] - 0.0f) * 1.0f);
+  __syncthreads();
+  if (threadIdx.x == 0) sh.d = spec_edge::top_p_guess(sh.sample, sh.sample_exp, S, top_p);
+  __syncthreads();
+  const float guess = static_cast<float>(sh.d);
+  __syncthreads();
+  return guess;
+}
+
+// FilteredRow::candidates_by_mass: the candidates above the guess, or, when they do not carry the
+// top-p mass, every token that can pass min-p. Returns the count; *Z: the row's mass (top-p).
+template <class T>
+__device__ int64_t candidates_by_mass(const LogitRow<T>& r, float ymax, const RowParams& rp, const KeptRow& kr,
+                                      const Scratch& s, double* Z, Shared& sh) {
+  const float temp = rp.temperature, inv_temp = 1.0f / temp;
+  const bool top_p = rp.top_p < 1.0f;
+  *Z = top_p ? block_mass(r.n, ExpRow<T>{r, ymax, inv_temp}, s.sums_p, sh) : 0.0;
+  const float guesses[2] = {top_p ? top_p_guess(r, ymax, inv_temp, rp.top_p, sh) : -kInf, -kInf};
+  int64_t n = 0;
+  for (const float guess : guesses) {
+    const float threshold = guess < rp.min_p_floor ? rp.min_p_floor : guess;  // std::max
+    n = collect_candidates(
+        r, ymax, temp, [&](int64_t j) { return (r.y(j) - ymax) * inv_temp >= threshold; }, kr, sh);
+    if (threadIdx.x == 0)
+      sh.flag = !top_p || candidate_mass(kr.num, n) >= static_cast<double>(rp.top_p) * *Z ||
+                threshold <= rp.min_p_floor;
+    __syncthreads();
+    const bool done = sh.flag != 0;
+    __syncthreads();
+    if (done) break;
+  }
+  return n;
+}
+
+// The kept set of a logit row (FilteredRow::build with filters): the candidates (under top-k, the
+// exact top-k set; else candidates_by_mass), then top-p and min-p over them (FilteredRow::finish),
+// with the row's checks first; false on a fault.
+template <class T>
+__device__ bool build_kept(const LogitRow<T>& r, const RowParams& rp, const KeptRow& kr, const Scratch& s,
+                           int tensor, int64_t row, RowFault* fault, Shared& sh) {
+  float ymax;
+  if (!check_logits(r, tensor, row, fault, &ymax, sh)) return false;
+  int64_t n;
+  double Z = 0.0;  // what top-p normalizes by: the top-k set's mass, or the row's
+  if (rp.top_k > 0) {
+    const float temp = rp.temperature;
+    const uint32_t kth = kth_largest_key(r, temp, rp.top_k, sh);
+    n = collect_candidates(r, ymax, temp, [&](int64_t j) { return scaled_key(r, j, temp) >= kth; }, kr, sh);
+  } else {
+    n = candidates_by_mass(r, ymax, rp, kr, s, &Z, sh);
+  }
   if (threadIdx.x == 0) {
-    const uint32_t lowest = lowest_kept_key(kr.key, kr.num, n, rp.top_p, rp.min_p, candidate_mass(kr.num, n),
-                                            s.key_tmp, s.weight_tmp);
+    if (rp.top_k > 0) Z = candidate_mass(kr.num, n);
+    const uint32_t lowest = lowest_kept_key(kr.key, kr.num, n, rp.top_p, rp.min_p, Z, s.key_tmp, s.weight_tmp);
     int64_t w = 0;
     for (int64_t i = 0; i < n; ++i)
       if (kr.key[i] >= lowest) {
@@ -1063,18 +1143,6 @@ Status check_vocab(const Rows& r) {
   return Status::ok();
 }
 
-Status unsupported_filters(PerRow<float> temperature, const Filters& f, int64_t B) {
-  for (int64_t b = 0; b < B; ++b) {
-    const RowSampling rs = row_sampling(temperature, f, b);
-    if (rs.temperature > 0.0f && rs.top_k == 0 && rs.filtered())
-      return Status::error(Code::kUnsupported,
-                           "top_p / min_p without top_k (row %lld): the CUDA build runs them after "
-                           "top-k only (set top_k, or run the op on CPU tensors)",
-                           (ll)b);
-  }
-  return Status::ok();
-}
-
 // Per-row parameters and the penalized ids (PenalizedIds: sorted, deduplicated) of a batch.
 void sampling_rows(PerRow<float> temperature, PerRow<int64_t> seed, PerRow<int64_t> offset,
                    const Filters& f, int64_t B, Upload* up) {
@@ -1088,6 +1156,7 @@ void sampling_rows(PerRow<float> temperature, PerRow<int64_t> seed, PerRow<int64
     p.top_k = rs.top_k;
     p.top_p = rs.top_p;
     p.min_p = rs.min_p;
+    p.min_p_floor = min_p_floor(rs.min_p);
     p.seed = static_cast<uint64_t>(seed.at(b));
     p.offset = static_cast<uint64_t>(offset.at(b));
     ids.reset(f, b, rs.penalty != 1.0f);
@@ -1151,7 +1220,6 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
   SPEC_EDGE_RETURN_IF_ERROR(validate_verify(target, draft, draft_tokens, params));
   SPEC_EDGE_RETURN_IF_ERROR(check_vocab(target));
   const int64_t B = target.batch, K = target.rows - 1;
-  SPEC_EDGE_RETURN_IF_ERROR(unsupported_filters(params.temperature, params.filters, B));
   if (B == 0) return Status::ok();
   Upload up;
   sampling_rows(params.temperature, params.seed, params.offset, params.filters, B, &up);
@@ -1176,7 +1244,6 @@ Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filter
   SPEC_EDGE_RETURN_IF_ERROR(validate_sampling_rows(logits, temperature, 1, 1, filters));
   SPEC_EDGE_RETURN_IF_ERROR(check_vocab(logits));
   const int64_t B = logits.batch;
-  SPEC_EDGE_RETURN_IF_ERROR(unsupported_filters(temperature, filters, B));
   if (B == 0) return Status::ok();
   Upload up;
   const int64_t zero = 0;
@@ -1197,7 +1264,6 @@ Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens, v
                                                    params.offset.count, params.filters));
   SPEC_EDGE_RETURN_IF_ERROR(check_vocab(logits));
   const int64_t B = logits.batch;
-  SPEC_EDGE_RETURN_IF_ERROR(unsupported_filters(params.temperature, params.filters, B));
   if (B == 0) return Status::ok();
   Upload up;
   sampling_rows(params.temperature, params.seed, params.offset, params.filters, B, &up);

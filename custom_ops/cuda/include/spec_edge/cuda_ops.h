@@ -11,9 +11,10 @@
 // Each row is computed exactly as the scalar reference defines it (docs/OPS.md): the 64-value
 // halving fold is a warp's shuffle tree, block sums are added left to right in double, the
 // exponentials, the bounds and Philox are the core's own functions (numerics.h, philox.h), and the
-// kernels are compiled without FMA contraction. Top-k runs (a radix select over the row, the kept
-// set compacted in index order, then top-p and min-p over it with the core's own scalar steps,
-// kept_set.h); top-p or min-p without top-k returns kUnsupported.
+// kernels are compiled without FMA contraction. The filters' kept sets come from the core's
+// candidates (under top-k the exact top-k set by a radix select over the row; without it, the
+// tokens above the core's guess from a strided sample), compacted in index order, then top-p and
+// min-p over them with the core's own scalar steps (kept_set.h).
 #pragma once
 
 #include "spec_edge/ops.h"
