@@ -22,7 +22,6 @@ using spec_edge::Status;
 void raise_if_error(const Status& s) {
   if (s.is_ok()) return;
   if (s.code() == Code::kInvalidDType) TORCH_CHECK_TYPE(false, s.message());
-  if (s.code() == Code::kUnsupported) TORCH_CHECK_NOT_IMPLEMENTED(false, s.message());
   if (s.code() == Code::kDeviceError) TORCH_CHECK(false, s.message());
   TORCH_CHECK_VALUE(false, s.message());
 }

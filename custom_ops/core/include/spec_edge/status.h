@@ -10,8 +10,7 @@ enum class Code : int {
   kOk = 0,
   kInvalidArgument = 1,  // a value or shape the op's contract does not allow
   kInvalidDType = 2,     // a dtype the op does not support
-  kUnsupported = 3,      // valid input this build cannot run (a feature of another build)
-  kDeviceError = 4,      // the device runtime failed (CUDA builds)
+  kDeviceError = 3,      // the device runtime failed (CUDA builds)
 };
 
 class Status {
