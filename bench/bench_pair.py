@@ -23,7 +23,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 import spec_edge
-from spec_edge.demo import DEFAULT_PAIR, MAX_K, exported_pair, per_token_acceptance, run
+from spec_edge.demo import DEFAULT_PAIR, MAX_K, exported_pair, per_token_acceptance, precision, run
 from spec_edge.runtime import PteSpeculativeDecoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -92,9 +92,9 @@ def main():
 
     lines = [
         "## End to end on the default pair through ExecuTorch (`bench/bench_pair.py`)\n",
-        f"{platform.processor() or platform.machine()}, ExecuTorch {_et_version()} + XNNPACK fp32; target "
-        f"{training['target_params'] / 1e6:.1f}M params ({4 * training['target_params'] / 2**20:.0f} MiB of "
-        f"fp32 weights), draft {training['draft_params'] / 1e6:.2f}M distilled, V={dec.vocab_size}; "
+        f"{platform.processor() or platform.machine()}, ExecuTorch {_et_version()} + XNNPACK ({precision(out)}); "
+        f"target {training['target_params'] / 1e6:.1f}M params ({4 * training['target_params'] / 2**20:.0f} MiB "
+        f"of fp32 weights), draft {training['draft_params'] / 1e6:.2f}M distilled, V={dec.vocab_size}; "
         f"{len(prompts)} held-out stdlib prompts x {args.max_new} new tokens; the loop: "
         f"{'the Python .pte loop' if args.python_loop else 'the C++ runner (spec_edge.NativeRunner)'}. "
         "Speculative and target-only "

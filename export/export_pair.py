@@ -8,7 +8,8 @@ their weights (random, seeded weights otherwise: useful for trying the pipeline)
     python export/export_pair.py --hf-target DIR --hf-draft DIR --k 8 --out OUT [--max-context 512]
     python export/export_pair.py --target target.json [--target-weights t.pt] \\
         --draft draft.json [--draft-weights d.pt] --k 4 --out OUT [--tokenizer tokenizer.json]
-    common: [--no-xnnpack] [--quantize 8da4w [--group-size 32]] [--prefill-chunk 32]
+    common: [--no-xnnpack] [--quantize 8da4w|8da8w [--group-size 32]] [--quantize-draft 8da8w]
+            [--prefill-chunk 32]
 
 The target's verify step takes any K up to --k; the runtime picks one per run.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from spec_edge.export import ModelConfig, build_model, export_pair
+from spec_edge.export import QUANTIZE_MODES, ModelConfig, build_model, export_pair
 
 
 def load_json_model(config_path: str, weights: str | None, seed: int):
@@ -57,15 +58,17 @@ def main(argv=None):
     parser.add_argument("--no-xnnpack", action="store_true", help="portable kernels only")
     parser.add_argument("--tokenizer", help="tokenizer.json to ship with config-given models "
                         "(checkpoints ship their own)")
-    parser.add_argument("--quantize", choices=["8da4w", "8da8w"],
-                        help="8-bit dynamic activations, 4/8-bit grouped weights (XNNPACK)")
-    parser.add_argument("--group-size", type=int, default=32, help="weight group size for --quantize")
+    parser.add_argument("--quantize", choices=QUANTIZE_MODES,
+                        help="both models: 8-bit dynamic activations, 4-bit grouped or 8-bit per-channel weights "
+                        "(XNNPACK)")
+    parser.add_argument("--quantize-draft", choices=QUANTIZE_MODES, help="the draft alone (default: as --quantize)")
+    parser.add_argument("--group-size", type=int, default=32, help="weight group size for 8da4w")
     args = parser.parse_args(argv)
     if bool(args.hf_target) != bool(args.hf_draft):
         parser.error("give both models as checkpoints (--hf-target, --hf-draft) or both as configs "
                      "(--target, --draft)")
     options = dict(prefill_chunk=args.prefill_chunk, xnnpack=not args.no_xnnpack, quantize=args.quantize,
-                   group_size=args.group_size)
+                   quantize_draft=args.quantize_draft, group_size=args.group_size)
     try:
         if args.hf_target:
             from spec_edge.hf import export_hf_pair

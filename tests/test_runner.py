@@ -22,7 +22,7 @@ import spec_edge
 from small_pair import K, PROMPT
 
 pytest.importorskip("executorch")
-from spec_edge.demo import DEFAULT_PAIR, exported_pair  # noqa: E402
+from spec_edge.demo import DEFAULT_PAIR, exported_pair, per_token_acceptance  # noqa: E402
 from spec_edge.runtime import ProgramError, PteSpeculativeDecoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -238,6 +238,19 @@ def test_the_native_runner_gives_the_python_loops_tokens_on_the_default_pair(def
     assert [int(t) for t in x86_64_outputs["greedy"].split()] == dec.generate(DEFAULT_PROMPT, 32)
     assert [int(t) for t in x86_64_outputs["sampled"].split()] == dec.generate(DEFAULT_PROMPT, 32, **SAMPLED)
     assert len(x86_64_outputs["text"]) > 20
+
+
+def test_the_shipped_programs_keep_the_acceptance_bar(default_programs):
+    # The draft runs 8-bit; its held-out greedy acceptance must still clear the pair's 0.6 bar.
+    assert json.loads((default_programs / "manifest.json").read_text())["quantize"] == {"target": None,
+                                                                                      "draft": "8da8w"}
+    tokenizer = Tokenizer.from_file(str(default_programs / "tokenizer.json"))
+    dec = PteSpeculativeDecoder(default_programs, k=4)
+    hist = [0] * 5
+    for text in json.loads((DEFAULT_PAIR / "prompts.json").read_text())[:4]:
+        dec.generate(tokenizer.encode(text).ids, 32)
+        hist = [a + b for a, b in zip(hist, dec.stats.accepted_hist)]
+    assert per_token_acceptance(hist) >= 0.6
 
 
 @other_builds

@@ -191,23 +191,32 @@ def test_inspect_rejects_what_is_not_a_program(pair, tmp_path):
         spec_edge.inspect(tmp_path / "missing.pte")
 
 
-def test_8da4w_quantized_pair_runs_and_stays_close_to_fp32(tmp_path):
+def test_quantized_pair_runs_and_stays_close_to_fp32(tmp_path):
+    # One export covers both modes: a 4-bit grouped target and an 8-bit per-channel draft.
     target, draft = build_model(TARGET, seed=1), build_model(DRAFT, seed=2)
-    export_pair(target, TARGET, draft, DRAFT, K, tmp_path, prefill_chunk=4, quantize="8da4w", progress=False)
-    assert json.loads((tmp_path / "manifest.json").read_text())["quantize"] == "8da4w"
+    export_pair(target, TARGET, draft, DRAFT, K, tmp_path, prefill_chunk=4, quantize="8da4w", quantize_draft="8da8w",
+                progress=False)
+    assert json.loads((tmp_path / "manifest.json").read_text())["quantize"] == {"target": "8da4w", "draft": "8da8w"}
     dec = PteSpeculativeDecoder(tmp_path)
     assert dec.generate(PROMPT, 24) == dec.generate(PROMPT, 24, speculative=False)
-    with torch.no_grad():
-        want = target(torch.tensor([PROMPT[:4]]), {"input_pos": torch.tensor([0])})
-    got = dec.target["logits"].execute([torch.tensor([PROMPT[:4]]), torch.tensor([0])])[0]
-    err = float((got - want).abs().max() / want.abs().max())
-    assert 0 < err < 0.2  # 4-bit weights: close to fp32, not equal to it
+
+    def relative_error(model, tokens, got):  # got: the program's logits of the last len(got) tokens
+        with torch.no_grad():
+            want = model(torch.tensor([tokens]), {"input_pos": torch.tensor([0])})[0, -len(got):]
+        return float((got - want).abs().max() / want.abs().max())
+
+    got = dec.target["logits"].execute([torch.tensor([PROMPT[:4]]), torch.tensor([0])])[0][0]
+    assert 0 < relative_error(target, PROMPT[:4], got) < 0.2  # 4-bit weights: close to fp32, not equal to it
+    sampling = dec.sampling_inputs(0.0, spec_edge.Filters(), PROMPT[:2], 0, 0)
+    _, got = dec.draft["draft_step"].execute([torch.tensor([PROMPT[:2]]), torch.tensor([0]), *sampling])
+    assert 0 < relative_error(draft, PROMPT[:2], got) < 0.05  # 8-bit weights: closer still
 
 
 def test_quantize_mode_is_checked(tmp_path):
-    with pytest.raises(ValueError, match="quantize: expected one of"):
-        export_pair(build_model(TARGET), TARGET, build_model(DRAFT), DRAFT, K, tmp_path, quantize="4bit",
-                    progress=False)
+    for argument in ("quantize", "quantize_draft"):
+        with pytest.raises(ValueError, match=f"{argument}: expected one of"):
+            export_pair(build_model(TARGET), TARGET, build_model(DRAFT), DRAFT, K, tmp_path, progress=False,
+                        **{argument: "4bit"})
 
 
 def test_standalone_verify_program_equals_the_eager_op(pair):

@@ -26,6 +26,10 @@ from .ops import Filters
 
 DEFAULT_PAIR = Path(__file__).resolve().parent / "default_pair"
 MAX_K = 8
+# The draft's linears in 8-bit (per-channel weights, dynamic activations): the target's pass evicts
+# the draft from the caches, so each draft step reads its weights from memory again; a quarter of
+# the bytes makes a step about a third faster at the same acceptance. The target stays fp32.
+DRAFT_QUANTIZE = "8da8w"
 
 
 def accepted_length_law(alpha: float, k: int) -> np.ndarray:
@@ -48,7 +52,7 @@ def per_token_acceptance(hist) -> float:
 def _source_key(pair: Path, k: int) -> str:
     """Changes with the checkpoints, K, and the code that exports them."""
     from . import export, hf
-    digest = hashlib.sha256(f"{__version__} {sorted(OP_VERSIONS.items())} k={k}".encode())
+    digest = hashlib.sha256(f"{__version__} {sorted(OP_VERSIONS.items())} k={k} {DRAFT_QUANTIZE}".encode())
     checkpoints = sorted(p for side in ("target", "draft") for p in (pair / side).rglob("*"))
     for path in [*checkpoints, Path(export.__file__), Path(hf.__file__)]:
         if path.is_file():
@@ -82,9 +86,15 @@ def exported_pair(pair: Path, out: Path, k: int = MAX_K) -> Path:
         return out
     print(f"exporting the default pair to {out} (once; cached after)")
     with quiet_export():
-        export_hf_pair(pair / "target", pair / "draft", k, out)
+        export_hf_pair(pair / "target", pair / "draft", k, out, quantize_draft=DRAFT_QUANTIZE)
     stamp.write_text(key)
     return out
+
+
+def precision(out: Path) -> str:
+    """How the exported programs hold each model's weights, from their manifest."""
+    modes = json.loads((out / "manifest.json").read_text())["quantize"]
+    return ", ".join(f"{side} {modes[side] or 'fp32'}" for side in ("target", "draft"))
 
 
 def plot(histograms: dict[str, tuple[list[int], np.ndarray]], path: Path) -> None:
@@ -177,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     eos = tokenizer.token_to_id("<|endoftext|>")
     print(f"spec_edge {__version__} demo: target {training['target_params'] / 1e6:.1f}M params, draft "
           f"{training['draft_params'] / 1e6:.2f}M (distilled), V={decoder.vocab_size}, K={decoder.k}, "
-          f"ExecuTorch + XNNPACK, spec_edge ops on '{active_isa()}', {loop}")
+          f"ExecuTorch + XNNPACK ({precision(out)}), spec_edge ops on '{active_isa()}', {loop}")
 
     greedy_outputs, spec, base = run(decoder, prompts, args.max_new, eos, "greedy")
     identical = all(s == b for s, b in greedy_outputs)

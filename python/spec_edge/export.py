@@ -280,23 +280,28 @@ def sha256(data: bytes) -> str:
 QUANTIZE_MODES = ("8da4w", "8da8w")
 
 
+def _check_quantize(argument: str, mode: str | None) -> None:
+    if mode is not None and mode not in QUANTIZE_MODES:
+        raise ValueError(f"{argument}: expected one of {QUANTIZE_MODES} or None, got {mode!r}")
+
+
 def quantize_model(model: torch.nn.Module, mode: str, group_size: int) -> torch.nn.Module:
-    """8-bit dynamic activations with 4- or 8-bit grouped weights on the linears, through
-    ExecuTorch's own quantizer for its Llama models (torchao underneath); linears whose input
-    size is not a multiple of ``group_size`` stay fp32."""
-    if mode not in QUANTIZE_MODES:
-        raise ValueError(f"quantize: expected one of {QUANTIZE_MODES} or None, got {mode!r}")
+    """8-bit dynamic activations with 4- or 8-bit weights on the linears, through ExecuTorch's own
+    quantizer for its Llama models (torchao underneath). 8da4w weights come in groups of
+    ``group_size`` (linears whose input size is not a multiple of it stay fp32); 8da8w weights
+    have a scale per output channel, the only 8-bit layout XNNPACK runs."""
+    _check_quantize("quantize", mode)
     from executorch.examples.models.llama.source_transformation.quantize import quantize
-    return quantize(copy.deepcopy(model), mode, group_size=group_size)
+    return quantize(copy.deepcopy(model), mode, group_size=group_size if mode == "8da4w" else 0)
 
 
 def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelConfig, k: int,
                 out_dir: str | Path, prefill_chunk: int = 32, xnnpack: bool = True,
                 tokenizer: str | Path | None = None, progress: bool = True,
-                quantize: str | None = None, group_size: int = 32) -> Path:
+                quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32) -> Path:
     """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
     ``quantize="8da4w"`` (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs
-    them); fp32 otherwise."""
+    them), ``quantize_draft`` the draft's alone (default: as ``quantize``); fp32 otherwise."""
     from tqdm import tqdm
     if draft_config.vocab_size != target_config.vocab_size:
         raise ValueError(f"draft and target must share a vocabulary: draft V={draft_config.vocab_size}, "
@@ -306,10 +311,15 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                          f"{draft_config.max_context_len}, target {target_config.max_context_len}")
     if not 1 <= k < target_config.max_context_len:
         raise ValueError(f"k: expected 1..{target_config.max_context_len - 1}, got {k}")
-    if quantize is not None:
-        if not xnnpack:
-            raise ValueError("quantize: the quantized linears run on XNNPACK; drop --no-xnnpack")
-        target, draft = quantize_model(target, quantize, group_size), quantize_model(draft, quantize, group_size)
+    _check_quantize("quantize", quantize)
+    _check_quantize("quantize_draft", quantize_draft)
+    modes = {"target": quantize, "draft": quantize_draft or quantize}
+    if not xnnpack and any(modes.values()):
+        raise ValueError("quantize: the quantized linears run on XNNPACK; drop --no-xnnpack")
+    if modes["target"] is not None:
+        target = quantize_model(target, modes["target"], group_size)
+    if modes["draft"] is not None:
+        draft = quantize_model(draft, modes["draft"], group_size)
     se_executorch.load()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -330,7 +340,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         "max_context_len": target_config.max_context_len,
         "prefill_chunk": prefill_chunk,
         "xnnpack": xnnpack,
-        "quantize": quantize,
+        "quantize": modes,
         "ops": OP_VERSIONS,
         "programs": hashes,
         "models": {"target": asdict(target_config), "draft": asdict(draft_config)},
