@@ -315,7 +315,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     _check_quantize("quantize_draft", quantize_draft)
     modes = {"target": quantize, "draft": quantize_draft or quantize}
     if not xnnpack and any(modes.values()):
-        raise ValueError("quantize: the quantized linears run on XNNPACK; drop --no-xnnpack")
+        argument = "quantize" if quantize else "quantize_draft"
+        raise ValueError(f"{argument}: the quantized linears run on XNNPACK; drop --no-xnnpack")
     if modes["target"] is not None:
         target = quantize_model(target, modes["target"], group_size)
     if modes["draft"] is not None:
