@@ -511,11 +511,22 @@ struct VectorKernels {
     }
 
     // A run of whole blocks without patches, the common case, W blocks at a time (the rest one
-    // by one). Inlined so that GCC keeps the state in registers (on aarch64 it would not).
+    // by one), software-pipelined: the running maxima of the next group are reduced before this
+    // group's bounds are folded, so that the reduction's latency overlaps the folds instead of
+    // stalling every group. Inlined so that GCC keeps the state in registers (on aarch64 it
+    // would not).
     __attribute__((always_inline)) static void bound_run(const T* x, int64_t blocks, float a,
                                                          BoundState& st, float* ref, float* sum) {
       int64_t b = 0;
-      for (; b + W <= blocks; b += W) group_bound(x + b * kBlock, a, st, ref + b, sum + b);
+      if (blocks >= W) {
+        group_refs(x, st, ref);
+        for (; b + 2 * W <= blocks; b += W) {
+          group_refs(x + (b + W) * kBlock, st, ref + b + W);
+          group_sums(x + b * kBlock, a, ref + b, sum + b);
+        }
+        group_sums(x + b * kBlock, a, ref + b, sum + b);
+        b += W;
+      }
       for (; b < blocks; ++b) {
         const T* xb = x + b * kBlock;
         st.running = greater_or(all_lanes_max(lane_maxima(xb, st.nan_lanes)), st.running);
@@ -542,17 +553,20 @@ struct VectorKernels {
       }
     }
 
-    // W whole blocks: first each block's maximum (group_maxima) turned into running maxima,
-    // then each block's bounds, their folds finished across lanes at once. No step waits on one
-    // block's reduction, so the blocks overlap. The blocks are read twice, the second time from
-    // L1.
-    static void group_bound(const T* x, float a, BoundState& st, float* ref, float* sum) {
+    // W whole blocks, in two halves that bound_run interleaves across groups. group_refs: each
+    // block's maximum (group_maxima) turned into the running maxima ref[0..W). group_sums: each
+    // block's bounds relative to its ref, their folds finished across lanes at once. No step
+    // waits on one block's reduction, so the blocks overlap; they are read twice, the second
+    // time from L1.
+    static void group_refs(const T* x, BoundState& st, float* ref) {
       I nan_lanes = {};
       const F block_max = group_maxima(x, nan_lanes);
       st.nan_lanes |= nan_lanes;
       const F running = greater_or(prefix_max(block_max), st.running);
       std::memcpy(ref, &running, sizeof running);
       st.running = splat(running[W - 1]);
+    }
+    static void group_sums(const T* x, float a, const float* ref, float* sum) {
       F folds[W];
       for (int g = 0; g < W; ++g) folds[g] = block_bounds(x + g * kBlock, splat(ref[g]), a);
       const F sums = reduce_lanes(folds, [](F p, F q) { return p + q; });
@@ -608,8 +622,11 @@ struct VectorKernels {
     // maximum by NEON's.
     static F tree_max(F* t, I& nan_lanes) {
       for (int k = 0; k < kVecs / 2; ++k) {
-        note_unordered(nan_lanes, t[2 * k], t[2 * k + 1]);
-        t[k] = lane_max(t[2 * k], t[2 * k + 1]);
+        // x86's max is NaN where its second operand is, so comparing the first with the max
+        // notes a NaN in either from registers (comparing the two operands reloads one).
+        const F m = lane_max(t[2 * k], t[2 * k + 1]);
+        note_unordered(nan_lanes, t[2 * k], m);
+        t[k] = m;
       }
       for (int h = kVecs / 4; h >= 1; h /= 2)
         for (int k = 0; k < h; ++k) t[k] = lane_max(t[k], t[k + h]);
