@@ -290,7 +290,7 @@ def quantize_model(model: torch.nn.Module, mode: str, group_size: int) -> torch.
     quantizer for its Llama models (torchao underneath). 8da4w weights come in groups of
     ``group_size`` (linears whose input size is not a multiple of it stay fp32); 8da8w weights
     have a scale per output channel, the only 8-bit layout XNNPACK runs."""
-    _check_quantize("quantize", mode)
+    _check_quantize("mode", mode)
     from executorch.examples.models.llama.source_transformation.quantize import quantize
     return quantize(copy.deepcopy(model), mode, group_size=group_size if mode == "8da4w" else 0)
 

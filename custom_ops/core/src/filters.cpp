@@ -45,19 +45,6 @@ double candidate_mass(const std::vector<float>& num) {
   return spec_edge::candidate_mass(num.data(), static_cast<int64_t>(num.size()));
 }
 
-// The sum of term(0 .. n) in four interleaved partial sums, so that no add waits on the one
-// before (a single running sum is one add latency per term). The bounds need their sums to
-// within rounding only, and this order is the same on every path.
-template <class Term>
-double interleaved_sum(int64_t n, const Term& term) {
-  double acc[4] = {0.0, 0.0, 0.0, 0.0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int l = 0; l < 4; ++l) acc[l] += term(i + l);
-  for (; i < n; ++i) acc[0] += term(i);
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
-}
-
 // Index of `id` in the ascending `ids`, or -1.
 int64_t find_sorted(const std::vector<int64_t>& ids, int64_t id) {
   const auto it = std::lower_bound(ids.begin(), ids.end(), id);
@@ -470,6 +457,7 @@ Status FilteredRow::build_bounds(const RowKernels& k, RowName where) {
   map_.xmax = mx.max;
   mass_known_ = false;
   // The running maximum ascends: blocks before `first` have ref < ymax and a scale below 1.
+  // The bounds need their sums to within rounding only.
   const int64_t first = std::lower_bound(block_ref_.begin(), block_ref_.end(), mx.max) - block_ref_.begin();
   const double before = interleaved_sum(first, [&](int64_t b) {
     return static_cast<double>(block_bound_[b]) *

@@ -59,15 +59,22 @@ SPEC_EDGE_HD uint32_t select_by_weight(const uint32_t* keys, const Weight* weigh
   return prefix;
 }
 
-// The sum of numerators in index order, in four interleaved double partial sums (so the
-// additions do not form one long dependency chain), combined as (s0 + s1) + (s2 + s3).
-SPEC_EDGE_HD inline double candidate_mass(const float* num, int64_t n) {
+// The sum of term(0 .. n) in four interleaved double partial sums (so the additions do not
+// form one long dependency chain), combined as (s0 + s1) + (s2 + s3): the same order on every
+// path.
+template <class Term>
+SPEC_EDGE_HD double interleaved_sum(int64_t n, const Term& term) {
   double s[4] = {};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4)
-    for (int l = 0; l < 4; ++l) s[l] += static_cast<double>(num[i + l]);
-  for (; i < n; ++i) s[0] += static_cast<double>(num[i]);
+    for (int l = 0; l < 4; ++l) s[l] += term(i + l);
+  for (; i < n; ++i) s[0] += term(i);
   return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// The sum of numerators in index order.
+SPEC_EDGE_HD inline double candidate_mass(const float* num, int64_t n) {
+  return interleaved_sum(n, [num](int64_t i) { return static_cast<double>(num[i]); });
 }
 
 // Top-p over the candidates (Z: the mass they are normalized by), then min-p: the lowest key the
