@@ -164,8 +164,8 @@ def main():
         core = subprocess.run([str(args.core_bench)], check=True, capture_output=True, text=True).stdout
         sections["bench_core"] = (
             "## The core on each CPU path, no framework (`bench/bench_core.cpp`)\n\n"
-            "Same worst-case inputs, called directly in C++; the bound is an 8-accumulator float sum "
-            "over the same bytes (vectorized by the compiler), same run.\n\n" + core.strip())
+            "Same worst-case inputs, called directly in C++; the bound is a float sum over the same bytes "
+            "in four vectors of independent accumulators (vectorized by the compiler), same run.\n\n" + core.strip())
     for name, body in sections.items():
         print(body + "\n")
         if args.write:
