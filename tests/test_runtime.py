@@ -17,7 +17,7 @@ from small_pair import K, PROMPT, configs
 from stats_utils import chisquare_pvalue
 
 pytest.importorskip("executorch")
-from spec_edge.export import ModelConfig, build_model, export_pair  # noqa: E402
+from spec_edge.export import ModelConfig, build_model, export_pair, quantize_model  # noqa: E402
 from spec_edge.runtime import PteSpeculativeDecoder, ProgramError  # noqa: E402
 
 TARGET, DRAFT = configs()
@@ -221,6 +221,8 @@ def test_quantize_mode_is_checked(tmp_path):
         with pytest.raises(ValueError, match=f"{argument}: the quantized linears run on XNNPACK"):
             export_pair(build_model(TARGET), TARGET, build_model(DRAFT), DRAFT, K, tmp_path, progress=False,
                         xnnpack=False, **{argument: "8da8w"})
+    with pytest.raises(ValueError, match="^mode: expected one of"):
+        quantize_model(build_model(DRAFT), "4bit", 32)
 
 
 def test_standalone_verify_program_equals_the_eager_op(pair):
