@@ -82,6 +82,12 @@ VERIFY_CASES = [
      r"temperature: expected one value or one per batch row \(B=1\), got 2"),
     ("temperature dtype", dict(temperature=torch.tensor(1)), TypeError, r"temperature: expected a floating tensor"),
     ("seed dtype", dict(seed=torch.tensor(1.5)), TypeError, r"seed: expected an integer tensor"),
+    # Python values, converted before the op is called.
+    ("seed float", dict(seed=1.5), TypeError, r"seed: expected an integer, got 1.5"),
+    ("seed beyond int64", dict(seed=2**64), ValueError, r"seed: 18446744073709551616 does not fit torch.int64"),
+    ("offset beyond int64", dict(offset=-2**63 - 1), ValueError, r"offset: -9223372036854775809 does not fit"),
+    ("temperature text", dict(temperature="hot"), TypeError, r"temperature: expected a number or a tensor, got str"),
+    ("temperature beyond float32", dict(temperature=1e40), ValueError, r"temperature\[0\] = inf"),
     ("num_draft range", dict(num_draft=torch.tensor([3])), ValueError, r"num_draft\[0\] = 3 is outside \[0, K=2\]"),
     ("num_draft negative", dict(num_draft=torch.tensor([-1])), ValueError, r"num_draft\[0\] = -1"),
     ("num_draft shape", dict(num_draft=torch.tensor([1, 1])), ValueError, r"num_draft: expected shape \[B=1\]"),
@@ -109,6 +115,14 @@ def test_verify_rejects(name, overrides, exc, match):
         spec_edge.verify(**kwargs)
 
 
+def test_python_parameters_equal_their_tensors():
+    f = spec_edge.Filters(top_k=2, top_p=0.9, min_p=0.05, repetition_penalty=1.2, prev_tokens=torch.tensor([0]))
+    ft = spec_edge.Filters(torch.tensor(2), torch.tensor(0.9), torch.tensor(0.05), torch.tensor(1.2), f.prev_tokens)
+    for seed in range(20):
+        expected = spec_edge.sample(X, torch.tensor([0.5, 0.7, 0.9]), torch.tensor(seed), torch.tensor(3), ft)
+        assert torch.equal(spec_edge.sample(X, [0.5, 0.7, 0.9], seed, 3, f), expected)
+
+
 def test_k_zero_is_valid_everywhere():
     empty = torch.empty(0, dtype=torch.long)
     assert int(spec_edge.verify_greedy(P[:1], empty).next_token) == 0
@@ -132,6 +146,8 @@ FILTER_CASES = [
     ("top_k above V", dict(top_k=4), ValueError, r"top_k\[0\] = 4"),
     ("top_k per row", dict(top_k=torch.tensor([0, 1, 5])), ValueError, r"top_k\[2\] = 5"),
     ("top_k dtype", dict(top_k=torch.tensor(1.0)), TypeError, r"top_k: expected an integer tensor"),
+    ("top_k float", dict(top_k=2.5), TypeError, r"top_k: expected an integer, got 2.5"),
+    ("top_p text", dict(top_p="high"), TypeError, r"top_p: expected a number or a tensor, got str"),
     ("top_p zero", dict(top_p=0.0), ValueError, r"top_p\[0\] = 0: expected a value in \(0, 1\]"),
     ("top_p above 1", dict(top_p=1.5), ValueError, r"top_p\[0\] = 1.5"),
     ("top_p NaN", dict(top_p=math.nan), ValueError, r"top_p\[0\] = nan"),

@@ -159,8 +159,26 @@ def accept_with_uniforms(
     return VerifyResult(*torch.ops.spec_edge.accept(target_probs, draft_probs, draft_tokens, uniforms))
 
 
-def _param(value, dtype: torch.dtype) -> torch.Tensor:
-    return value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=dtype)
+def _param(value, dtype: torch.dtype, name: str) -> torch.Tensor:
+    """A parameter as the op's tensor. A Python number goes through ``torch.scalar_tensor``, about
+    2 us cheaper than ``torch.tensor`` (three per call in a decode loop); anything else, and a
+    float beyond float32 (which becomes inf, and the op says why that is refused), through
+    ``torch.tensor``."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, float) and not dtype.is_floating_point:
+        raise TypeError(f"{name}: expected an integer, got {value!r}")
+    try:
+        if isinstance(value, (int, float)):
+            try:
+                return torch.scalar_tensor(value, dtype=dtype)
+            except RuntimeError:
+                pass
+        return torch.tensor(value, dtype=dtype)
+    except (OverflowError, ValueError) as e:
+        raise ValueError(f"{name}: {value!r} does not fit {dtype}") from e
+    except TypeError as e:
+        raise TypeError(f"{name}: expected a number or a tensor, got {type(value).__name__}") from e
 
 
 class Filters(NamedTuple):
@@ -179,13 +197,14 @@ class Filters(NamedTuple):
 
     def op_args(self) -> tuple:
         """The optional tensors of the ops, ``None`` for a filter left at its neutral value."""
-        def opt(value, neutral, dtype):
-            if isinstance(value, torch.Tensor):
-                return value
-            return None if value == neutral else torch.tensor(value, dtype=dtype)
-        return (opt(self.top_k, 0, torch.long), opt(self.top_p, 1.0, torch.float32),
-                opt(self.min_p, 0.0, torch.float32),
-                opt(self.repetition_penalty, 1.0, torch.float32), self.prev_tokens)
+        def opt(name, neutral, dtype):
+            value = getattr(self, name)
+            if not isinstance(value, torch.Tensor) and value == neutral:
+                return None
+            return _param(value, dtype, name)
+        return (opt("top_k", 0, torch.long), opt("top_p", 1.0, torch.float32),
+                opt("min_p", 0.0, torch.float32),
+                opt("repetition_penalty", 1.0, torch.float32), self.prev_tokens)
 
 
 def verify(
@@ -226,7 +245,8 @@ def verify(
     """
     return BatchVerifyResult(*torch.ops.spec_edge.verify(
         target_logits, draft_logits, draft_tokens,
-        _param(temperature, torch.float32), _param(seed, torch.long), _param(offset, torch.long),
+        _param(temperature, torch.float32, "temperature"), _param(seed, torch.long, "seed"),
+        _param(offset, torch.long, "offset"),
         num_draft, *filters.op_args()))
 
 
@@ -266,8 +286,9 @@ def sample(
         >>> spec_edge.sample(logits, 0.7, seed=3, filters=spec_edge.Filters(top_k=1)).tolist()
         [2, 0]
     """
-    return torch.ops.spec_edge.sample(logits, _param(temperature, torch.float32), _param(seed, torch.long),
-                                      _param(offset, torch.long), *filters.op_args())
+    return torch.ops.spec_edge.sample(logits, _param(temperature, torch.float32, "temperature"),
+                                      _param(seed, torch.long, "seed"), _param(offset, torch.long, "offset"),
+                                      *filters.op_args())
 
 
 def filter_logits(
@@ -297,5 +318,5 @@ def filter_logits(
         >>> spec_edge.filter_logits(x, 0.5, spec_edge.Filters(top_k=2))
         tensor([[6., -inf, 4., -inf]])
     """
-    return torch.ops.spec_edge.filter_logits(logits, _param(temperature, torch.float32),
+    return torch.ops.spec_edge.filter_logits(logits, _param(temperature, torch.float32, "temperature"),
                                              *filters.op_args())
