@@ -184,7 +184,8 @@ def test_torch_compile_fullgraph_matches_eager():
         a = spec_edge.accept_with_uniforms(p, q, t, u)
         b = spec_edge.verify(p.log(), q.log(), t, temperature=torch.tensor(1.0), seed=torch.tensor(3),
                              offset=torch.tensor(0))
-        return a.n_accepted, a.next_token, b.tokens
+        c = spec_edge.sample(q[:, 0].log(), 0.8, seed=3, offset=1, filters=spec_edge.Filters(top_k=2))  # numbers
+        return a.n_accepted, a.next_token, b.tokens, c
 
     compiled = torch.compile(fn, fullgraph=True, backend="aot_eager")
     for a, b in zip(compiled(p, q, t, u), fn(p, q, t, u)):
