@@ -196,7 +196,9 @@ def test_corrupted_programs_and_manifests_are_refused(build, pair, tmp_path):
 
     data = (d / "target.pte").read_bytes()
     (d / "target.pte").write_bytes(data[:len(data) // 3])
-    assert "target.pte" in refused("--prompt-ids", "1,2")
+    message = refused("--prompt-ids", "1,2")
+    assert "target.pte" in message
+    assert re.search(r"^E .*executorch:", message, re.M), message  # ExecuTorch's own error: always shown
     (d / "target.pte").write_bytes(data[:100])
     assert "target.pte" in refused("--prompt-ids", "1,2")
     shutil.copy(pair / "pair" / "target.pte", d / "target.pte")
@@ -213,6 +215,16 @@ def test_corrupted_programs_and_manifests_are_refused(build, pair, tmp_path):
 
 
 # ---- the same tokens on every build (the default pair) ---------------------------------------
+
+@every_build
+def test_executorch_info_messages_only_with_verbose(build, default_programs):
+    flags = ["--model-dir", str(default_programs), "--prompt-ids", "1,2", "--max-new", "1"]
+    info = re.compile(r"^I .*executorch:", re.M)  # e.g. its CPU probing when XNNPACK starts
+    quiet = build.run(*flags).stderr.decode()
+    assert not info.search(quiet), quiet
+    verbose = build.run(*flags, "--verbose").stderr.decode()
+    assert info.search(verbose), verbose
+
 
 @pytest.fixture(scope="session")
 def default_programs() -> Path:

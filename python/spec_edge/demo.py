@@ -61,9 +61,10 @@ def _source_key(pair: Path, k: int) -> str:
 
 
 @contextlib.contextmanager
-def quiet_export():
-    """The export's own progress bar without the deprecation notices that torch, torchao and
-    ExecuTorch print on the way (they concern their internals, not this export)."""
+def quiet_dependencies():
+    """Without the notices that torch, torchao and ExecuTorch print on the way (deprecations,
+    torchao's optional kernels that do not load here): they concern their internals, not the
+    demo. The export keeps its own progress bar."""
     loggers = [logging.getLogger(name) for name in ("torch", "torchao", "executorch")]
     levels = [logger.level for logger in loggers]
     with warnings.catch_warnings():
@@ -85,7 +86,7 @@ def exported_pair(pair: Path, out: Path, k: int = MAX_K) -> Path:
     if stamp.is_file() and stamp.read_text() == key and (out / "manifest.json").is_file():
         return out
     print(f"exporting the default pair to {out} (once; cached after)")
-    with quiet_export():
+    with quiet_dependencies():
         export_hf_pair(pair / "target", pair / "draft", k, out, quantize_draft=DRAFT_QUANTIZE)
     stamp.write_text(key)
     return out
@@ -173,13 +174,14 @@ def main(argv: list[str] | None = None) -> None:
 
     out = exported_pair(args.pair, args.cache)
     decoder, loop = None, "the Python .pte loop"
-    if not args.python_loop:
-        from .native_runner import NativeRunner
-        try:
-            decoder, loop = NativeRunner(out, k=args.k), "the C++ runner (spec_edge.NativeRunner)"
-        except ImportError as error:  # built without pybind11 or nlohmann-json
-            print(f"{error}\nfalling back to the Python .pte loop")
-    decoder = decoder or PteSpeculativeDecoder(out, k=args.k)
+    with quiet_dependencies():
+        if not args.python_loop:
+            from .native_runner import NativeRunner
+            try:
+                decoder, loop = NativeRunner(out, k=args.k), "the C++ runner (spec_edge.NativeRunner)"
+            except ImportError as error:  # built without pybind11 or nlohmann-json
+                print(f"{error}\nfalling back to the Python .pte loop")
+        decoder = decoder or PteSpeculativeDecoder(out, k=args.k)
     tokenizer = Tokenizer.from_file(str(out / "tokenizer.json"))
     training = json.loads((args.pair / "training.json").read_text())
     texts = json.loads((args.pair / "prompts.json").read_text())[:args.prompts]
