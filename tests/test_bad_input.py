@@ -88,6 +88,8 @@ VERIFY_CASES = [
     ("offset beyond int64", dict(offset=-2**63 - 1), ValueError, r"offset: -9223372036854775809 does not fit"),
     ("temperature text", dict(temperature="hot"), TypeError, r"temperature: expected a number or a tensor, got str"),
     ("temperature beyond float32", dict(temperature=1e40), ValueError, r"temperature\[0\] = inf"),
+    ("temperature ragged list", dict(temperature=[[0.5], [0.6, 0.7]]), ValueError,
+     r"temperature: expected sequence of length"),
     ("num_draft range", dict(num_draft=torch.tensor([3])), ValueError, r"num_draft\[0\] = 3 is outside \[0, K=2\]"),
     ("num_draft negative", dict(num_draft=torch.tensor([-1])), ValueError, r"num_draft\[0\] = -1"),
     ("num_draft shape", dict(num_draft=torch.tensor([1, 1])), ValueError, r"num_draft: expected shape \[B=1\]"),

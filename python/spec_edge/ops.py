@@ -161,24 +161,25 @@ def accept_with_uniforms(
 
 def _param(value, dtype: torch.dtype, name: str) -> torch.Tensor:
     """A parameter as the op's tensor. A Python number goes through ``torch.scalar_tensor``, about
-    2 us cheaper than ``torch.tensor`` (three per call in a decode loop); anything else, and a
-    float beyond float32 (which becomes inf, and the op says why that is refused), through
-    ``torch.tensor``."""
+    2 us cheaper than ``torch.tensor`` (three per call in a decode loop); anything else (a list),
+    and a float beyond float32, through ``torch.tensor``. Conversion errors name the argument."""
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, float) and not dtype.is_floating_point:
         raise TypeError(f"{name}: expected an integer, got {value!r}")
+    if isinstance(value, (int, float)):
+        try:
+            return torch.scalar_tensor(value, dtype=dtype)
+        except OverflowError as e:
+            raise ValueError(f"{name}: {value!r} does not fit {dtype}") from e
+        except RuntimeError:
+            pass  # a float beyond float32: torch.tensor makes it inf, which the op refuses by name
     try:
-        if isinstance(value, (int, float)):
-            try:
-                return torch.scalar_tensor(value, dtype=dtype)
-            except RuntimeError:
-                pass
         return torch.tensor(value, dtype=dtype)
-    except (OverflowError, ValueError) as e:
-        raise ValueError(f"{name}: {value!r} does not fit {dtype}") from e
     except TypeError as e:
         raise TypeError(f"{name}: expected a number or a tensor, got {type(value).__name__}") from e
+    except ValueError as e:
+        raise ValueError(f"{name}: {e}") from e
 
 
 class Filters(NamedTuple):
