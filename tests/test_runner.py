@@ -216,6 +216,12 @@ def test_corrupted_programs_and_manifests_are_refused(build, pair, tmp_path):
 
 # ---- the same tokens on every build (the default pair) ---------------------------------------
 
+@pytest.fixture(scope="session")
+def default_programs() -> Path:
+    """The shipped default pair exported as `make demo` exports it (the same cache)."""
+    return exported_pair(DEFAULT_PAIR, ROOT / "build" / "demo")
+
+
 @every_build
 def test_executorch_info_messages_only_with_verbose(build, default_programs):
     flags = ["--model-dir", str(default_programs), "--prompt-ids", "1,2", "--max-new", "1"]
@@ -224,12 +230,6 @@ def test_executorch_info_messages_only_with_verbose(build, default_programs):
     assert not info.search(quiet), quiet
     verbose = build.run(*flags, "--verbose").stderr.decode()
     assert info.search(verbose), verbose
-
-
-@pytest.fixture(scope="session")
-def default_programs() -> Path:
-    """The shipped default pair exported as `make demo` exports it (the same cache)."""
-    return exported_pair(DEFAULT_PAIR, ROOT / "build" / "demo")
 
 
 DEFAULT_PROMPT = Tokenizer.from_file(str(DEFAULT_PAIR / "target" / "tokenizer.json")).encode("import os\n\n\ndef main(").ids
