@@ -170,13 +170,20 @@ TEST_P(PathTest, IdenticalToReference) {
             ASSERT_EQ(bg.max, pmax) << where;
             ASSERT_EQ(refs_got, refs) << where;
             ASSERT_EQ(bounds_got, bounds) << where << " T=" << T;
-            if (!mq.clean) continue;
-            const float a1 = static_cast<float>(1.0 / P), b1 = static_cast<float>(1.0 / ref.exp_mass(qd, n, eq, nullptr));
-            const double R = ref.exp_residual_mass(pd, qd, n, ep, eq, a1, b1);
-            ASSERT_EQ(k->exp_residual_mass(pd, qd, n, ep, eq, a1, b1), R) << where;
-            const double tr = u(rng) * R;
-            ASSERT_EQ(k->exp_residual_scan(pd, qd, n, ep, eq, a1, b1, tr),
-                      ref.exp_residual_scan(pd, qd, n, ep, eq, a1, b1, tr)) << where;
+            // exp_blocks: exp_mass's block sums, every block or some, and the numerators.
+            std::vector<float> block_sums(sums.size(), -1.0f), numerators(n, -1.0f);
+            std::vector<int64_t> some;
+            for (int64_t b = static_cast<int64_t>(rng() % 3); b < static_cast<int64_t>(sums.size()); b += 1 + static_cast<int64_t>(rng() % 3))
+              some.push_back(b);
+            k->exp_blocks(pd, n, ep, some.data(), static_cast<int64_t>(some.size()), block_sums.data(), numerators.data());
+            for (const int64_t b : some) ASSERT_EQ(block_sums[b], sums[b]) << where << " block " << b;
+            k->exp_blocks(pd, n, ep, nullptr, static_cast<int64_t>(sums.size()), block_sums.data(), numerators.data());
+            ASSERT_EQ(block_sums, sums) << where;
+            std::vector<float> patched(n), want_numerators(n);
+            for (int64_t j = 0; j < n; ++j) patched[j] = ref.load(pd, j);
+            for (int64_t i = 0; i < patches.count; ++i) patched[patches.index[i]] = patches.value[i];
+            ref.exp_values(patched.data(), n, ep, want_numerators.data());
+            ASSERT_EQ(numerators, want_numerators) << where;
           }
         }
       }

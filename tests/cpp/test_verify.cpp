@@ -3,6 +3,8 @@
 #include <limits>
 #include <random>
 
+#include "filters.h"
+#include "row_kernels.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/philox.h"
 #include "test_helpers.h"
@@ -152,6 +154,62 @@ TEST(Verify, DecisionsFromMassBoundsEqualTheExactRule) {
   }
   EXPECT_EQ(checked, 16 * B);
   EXPECT_GT(rejected, checked / 50);  // the test exercises both outcomes
+}
+
+// A decision row's mass bounds, tightened block by block (refine): every interval holds the
+// exact mass, each is inside the last, and the last step gives mass()'s bits and numerators.
+// Flat, spread and peaked rows, the maximum early or late (blocks before it carry a scale),
+// repetition-penalty patches, f16 rows, every path.
+TEST(Verify, RefinedMassBoundsHoldTheExactMass) {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  int64_t multi_step_rows = 0;
+  for (const char* isa : {"scalar", "sse2", "avx2", "avx512", "neon"}) {
+    for (DType dtype : {DType::kFloat32, DType::kFloat16}) {
+      const RowKernels* k = row_kernels_for(isa, dtype);
+      if (k == nullptr) continue;
+      for (int64_t V : {1, 64, 1000, 32000}) {
+        for (int shape = 0; shape < 4; ++shape) {
+          std::vector<float> x(V);
+          for (int64_t j = 0; j < V; ++j) {
+            const float sd = shape == 1 ? 3.0f : 1.0f;
+            x[j] = sd * normal(rng) + (shape == 3 ? 8.0f * j / V : 0.0f);  // 3: the maximum late
+          }
+          if (shape == 2) x[rng() % V] += 15.0f;  // one token holds most of the mass
+          std::vector<uint16_t> half(V);
+          for (int64_t j = 0; j < V; ++j) half[j] = testing::to_half_bits(x[j]);
+          const void* row = dtype == DType::kFloat16 ? static_cast<const void*>(half.data()) : x.data();
+          RowSampling rs;
+          rs.temperature = shape == 1 ? 0.7f : 1.3f;
+          rs.penalty = V > 1 && shape % 2 == 0 ? 1.3f : 1.0f;
+          std::vector<int64_t> prev;
+          for (int64_t j = 0; j < std::min<int64_t>(V, 40); ++j) prev.push_back(static_cast<int64_t>(rng() % V));
+          std::sort(prev.begin(), prev.end());
+          prev.erase(std::unique(prev.begin(), prev.end()), prev.end());
+          FilteredRow exact, refined;
+          ASSERT_TRUE(exact.build(*k, row, V, rs, prev, {"x", 0, 0}, RowUse::kDecide).is_ok());
+          ASSERT_TRUE(refined.build(*k, row, V, rs, prev, {"x", 0, 0}, RowUse::kDecide).is_ok());
+          const double P = exact.mass(*k);
+          const std::string where = std::string(isa) + " V=" + std::to_string(V) + " shape " + std::to_string(shape);
+          MassBounds last{0.0, std::numeric_limits<double>::infinity()};
+          int steps = 0;
+          do {
+            const MassBounds m = refined.mass_bounds();
+            ASSERT_LE(m.lo, P) << where << " step " << steps;
+            ASSERT_GE(m.hi, P) << where << " step " << steps;
+            ASSERT_GE(m.lo, last.lo) << where << " step " << steps;
+            ASSERT_LE(m.hi, last.hi) << where << " step " << steps;
+            last = m;
+            ++steps;
+          } while (refined.refine(*k));
+          multi_step_rows += steps > 3;
+          ASSERT_EQ(refined.mass(*k), P) << where;
+          ASSERT_TRUE(std::equal(exact.numerators(), exact.numerators() + V, refined.numerators())) << where;
+        }
+      }
+    }
+  }
+  EXPECT_GT(multi_step_rows, 0);
 }
 
 TEST(Verify, SameSeedSameTokensOtherOffsetOtherTokens) {

@@ -108,7 +108,7 @@ struct MaxScan {
 // first m values), BoundState and block_bound (see bound_pass), and the fills, each writing
 // the m values of the block at `base` and zeros past them:
 //   fill_probs(x, exclude, base, m, s), fill_exp(x, map, base, m, s) (patches applied),
-//   fill_prob_residual(p, q, a, b, base, m, s), fill_exp_residual(p, q, mp, mq, a, b, base, m, s).
+//   fill_prob_residual(p, q, a, b, base, m, s).
 template <class Path>
 struct BlockPasses {
   using T = typename Path::Elem;
@@ -165,6 +165,20 @@ struct BlockPasses {
   static double exp_mass(const void* x, int64_t n, ExpMap e, float* sums) {
     return mass(
         n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); }, sums);
+  }
+  // exp_mass's block sums of the listed blocks (the first `count`, in order, when `blocks` is
+  // null) and, with `values` (room for n), their numerators: the same fill and fold as
+  // exp_mass, so the same bits.
+  static void exp_blocks(const void* x, int64_t n, ExpMap e, const int64_t* blocks,
+                         int64_t count, float* sums, float* values) {
+    alignas(64) Block block;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t base = (blocks != nullptr ? blocks[i] : i) * kBlock;
+      const int64_t m = n - base < kBlock ? n - base : kBlock;
+      Path::fill_exp(row(x), e, base, m, block);
+      sums[base / kBlock] = Path::sum(block);
+      if (values != nullptr) std::memcpy(values + base, &block, m * sizeof(float));
+    }
   }
   static int64_t exp_scan(const void* x, int64_t n, ExpMap e, const float* sums, double target) {
     return scan(
@@ -256,29 +270,12 @@ struct BlockPasses {
         },
         target);
   }
-  static double exp_residual_mass(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
-                                  float a, float b) {
-    return mass(n, [&](int64_t base, int64_t m, Block& s) {
-      Path::fill_exp_residual(row(p), row(q), mp, mq, a, b, base, m, s);
-    });
-  }
-  static int64_t exp_residual_scan(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
-                                   float a, float b, double target) {
-    return scan(
-        n,
-        [&](int64_t base, int64_t m, Block& s) {
-          Path::fill_exp_residual(row(p), row(q), mp, mq, a, b, base, m, s);
-        },
-        target);
-  }
-
   static RowKernels table() {
     return RowKernels{argmax,             Path::prob_mass,    prob_scan,
-                      logit_max,          exp_mass,           exp_scan,
-                      bound_pass,         block_maxima,       prob_residual_mass,
-                      prob_residual_scan, exp_residual_mass,  exp_residual_scan,
-                      Path::load,         patched_max,        Path::collect,
-                      Path::exp_values};
+                      logit_max,          exp_mass,           exp_blocks,
+                      exp_scan,           bound_pass,         block_maxima,
+                      prob_residual_mass, prob_residual_scan, Path::load,
+                      patched_max,        Path::collect,      Path::exp_values};
   }
 };
 

@@ -257,6 +257,7 @@ Status FilteredRow::build(const RowKernels& k, const void* row, int64_t V, const
   kept_y_.clear();
   kept_num_.clear();
   mass_known_ = true;
+  refine_steps_ = 0;
   use_ = use;
   if (rs.top_k > 0) return candidates_top_k(k, rs, where);
 
@@ -433,12 +434,76 @@ double DrawStream::operator()() {
 }
 
 double FilteredRow::mass(const RowKernels& k) {
-  if (!mass_known_) {
-    exact_sums_.resize((V_ + kBlock - 1) / kBlock);
-    mass_ = k.exp_mass(row_, V_, map_, exact_sums_.data());
-    mass_known_ = true;
+  if (mass_known_) return mass_;
+  if (refine_steps_ > 0) {
+    refine(k, /*all=*/true);
+    return mass_;
   }
+  const int64_t blocks = (V_ + kBlock - 1) / kBlock;
+  exact_sums_.resize(blocks);
+  numerators_.resize(V_);
+  k.exp_blocks(row_, V_, map_, nullptr, blocks, exact_sums_.data(), numerators_.data());
+  finish_mass();
   return mass_;
+}
+
+void FilteredRow::finish_mass() {
+  mass_ = 0.0;  // exp_mass's sum: left to right
+  for (const float s : exact_sums_) mass_ += static_cast<double>(s);
+  mass_known_ = true;
+}
+
+// Block b's numerators sum to within [block_lo_[b], block_hi_[b]] (build_bounds' argument, per
+// block). Each step computes the exact sums of the blocks whose intervals are at least a
+// threshold wide, the threshold a quarter of the last (the widest intervals carry most of the
+// uncertainty: on a peaked row, the first step's few blocks hold nearly all of it).
+bool FilteredRow::refine(const RowKernels& k, bool all) {
+  if (mass_known_ || use_ != RowUse::kDecide) return false;
+  const int64_t blocks = static_cast<int64_t>(block_bound_.size());
+  if (refine_steps_ == 0) {
+    block_lo_.resize(blocks);
+    block_hi_.resize(blocks);
+    block_exact_.assign(blocks, 0);
+    exact_sums_.resize(blocks);
+    numerators_.resize(V_);
+    exact_blocks_ = 0;
+    refine_threshold_ = 0.0;
+    const float a = map_.inv_temp * kBoundScale;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const bool at_max = b >= first_at_max_;
+      const double hi = static_cast<double>(block_bound_[b]) *
+                        (at_max ? 1.0 : static_cast<double>(exp_upper_bound(block_ref_[b] - map_.xmax, a)));
+      block_hi_[b] = hi * (1.0 + 1e-5);
+      block_lo_[b] = hi / (at_max ? kExpBoundRatio : kExpBoundRatio * kExpBoundRatio) * (1.0 - 1e-5);
+      refine_threshold_ = std::max(refine_threshold_, block_hi_[b] - block_lo_[b]);
+    }
+  }
+  ++refine_steps_;
+  pending_.clear();
+  while (pending_.empty()) {
+    refine_threshold_ = all || refine_steps_ >= kMaxRefineSteps ? 0.0 : refine_threshold_ / 4;
+    for (int64_t b = 0; b < blocks; ++b)
+      if (!block_exact_[b] && block_hi_[b] - block_lo_[b] >= refine_threshold_) pending_.push_back(b);
+  }
+  k.exp_blocks(row_, V_, map_, pending_.data(), static_cast<int64_t>(pending_.size()),
+               exact_sums_.data(), numerators_.data());
+  for (const int64_t b : pending_) block_exact_[b] = 1;
+  exact_blocks_ += static_cast<int64_t>(pending_.size());
+  if (exact_blocks_ == blocks) {
+    finish_mass();
+    return true;
+  }
+  const auto sum = [&](const std::vector<double>& bound) {
+    return interleaved_sum(blocks, [&](int64_t b) {
+      return block_exact_[b] ? static_cast<double>(exact_sums_[b]) : bound[b];
+    });
+  };
+  // The exact pass adds the same block sums left to right: in another order the double sum
+  // differs by under `blocks` roundings of the total.
+  const double slack = static_cast<double>(blocks) * 0x1p-52;
+  bound_lo_ = sum(block_lo_) * (1.0 - slack);
+  bound_hi_ = sum(block_hi_) * (1.0 + slack);
+  return true;
 }
 
 // The bound pass gives block b's bounds relative to its running maximum ref[b]; scaled by
@@ -459,6 +524,7 @@ Status FilteredRow::build_bounds(const RowKernels& k, RowName where) {
   // The running maximum ascends: blocks before `first` have ref < ymax and a scale below 1.
   // The bounds need their sums to within rounding only.
   const int64_t first = std::lower_bound(block_ref_.begin(), block_ref_.end(), mx.max) - block_ref_.begin();
+  first_at_max_ = first;
   const double before = interleaved_sum(first, [&](int64_t b) {
     return static_cast<double>(block_bound_[b]) *
            static_cast<double>(exp_upper_bound(block_ref_[b] - mx.max, a));

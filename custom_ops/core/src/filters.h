@@ -88,10 +88,16 @@ class FilteredRow {
 
   // The sum of the kept numerators (one exp pass, once, for a row that is not explicit).
   double mass(const RowKernels& k);
+  // Every token's numerator, once mass(k) is known (a row that is not explicit).
+  const float* numerators() const { return numerators_.data(); }
   // Bounds of mass(k) without computing it: exact for an explicit row or once mass(k) is known;
   // else, for a row built for a decision, from the bound pass (each numerator within
   // kExpBoundRatio, or its square, of its bound); else [0, inf).
   MassBounds mass_bounds() const;
+  // Tightens mass_bounds() of a row built for a decision by computing the exact sums of the
+  // blocks whose bounds are widest (all of them with `all`); once every block is exact, the
+  // mass is known, with mass(k)'s bits. False when there is nothing to tighten.
+  bool refine(const RowKernels& k, bool all = false);
   bool explicit_set() const { return explicit_; }
   const ExpMap& map() const { return map_; }
   // The numerator of token t (0 outside the kept set).
@@ -129,6 +135,7 @@ class FilteredRow {
   Status build_envelope(const RowKernels& k, RowName where);
   void prepare_envelope(const RowKernels& k);
   int64_t envelope_block(double target, double* offset) const;
+  void finish_mass();  // mass_ from exact_sums_
 
   const void* row_ = nullptr;
   int64_t V_ = 0;
@@ -143,7 +150,17 @@ class FilteredRow {
   std::vector<int64_t> collected_;  // scratch for the collect pass
   std::vector<float> collected_value_;
   std::vector<float> exact_sums_;               // block sums of the exp pass, for draw()
+  std::vector<float> numerators_;               // and its values
   std::vector<float> block_ref_, block_bound_;  // the bound pass, per block
+  int64_t first_at_max_ = 0;                    // the first block whose ref is the maximum
+  // refine(): per block, the interval of its exact sum and whether that sum is computed.
+  static constexpr int kMaxRefineSteps = 8;     // then every block left at once
+  int refine_steps_ = 0;
+  double refine_threshold_ = 0.0;
+  int64_t exact_blocks_ = 0;
+  std::vector<double> block_lo_, block_hi_;
+  std::vector<uint8_t> block_exact_;
+  std::vector<int64_t> pending_;
   // The envelope: each block's maximum m_b, c_b and weight, running totals per kSuperBlock
   // blocks, the top block (the first holding ymax) and its numerators.
   static constexpr int64_t kSuperBlock = 32;

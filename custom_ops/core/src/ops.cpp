@@ -289,10 +289,13 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
         SPEC_EDGE_RETURN_IF_ERROR(fp.build(k, p, V, rs, seen.ids(), {"target_logits", b, i}, RowUse::kDecide));
         SPEC_EDGE_RETURN_IF_ERROR(fq.build(k, q, V, rs, seen.ids(), {"draft_logits", b, i}, RowUse::kDecide));
         const double pt = fp.numerator(k, t), qt = fq.numerator(k, t);
-        // Bounds first; the target's mass, then the draft's, only while they cannot decide.
+        // Bounds first, tightened (the row whose bounds are relatively wider first) only while
+        // they cannot decide.
         Decision d = accept_within(u(i), pt, fp.mass_bounds(), qt, fq.mass_bounds());
-        if (d == Decision::kUnknown) {
-          fp.mass(k);
+        while (d == Decision::kUnknown) {
+          const MassBounds P = fp.mass_bounds(), Q = fq.mass_bounds();
+          const bool p_wider = P.hi * Q.lo >= Q.hi * P.lo;
+          if (!(p_wider ? fp : fq).refine(k) && !(p_wider ? fq : fp).refine(k)) break;
           d = accept_within(u(i), pt, fp.mass_bounds(), qt, fq.mass_bounds());
         }
         if (d == Decision::kUnknown)
@@ -309,8 +312,11 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
           R = fp.residual_mass(fq, a, c);
           if (R > 0.0) token = fp.residual_draw(fq, a, c, u_last * R);
         } else {
-          R = k.exp_residual_mass(p, q, V, fp.map(), fq.map(), a, c);
-          if (R > 0.0) token = k.exp_residual_scan(p, q, V, fp.map(), fq.map(), a, c, u_last * R);
+          // The exact masses computed the numerators: the residual reads them.
+          const RowKernels& f32 = row_kernels(DType::kFloat32);
+          R = f32.prob_residual_mass(fp.numerators(), fq.numerators(), V, a, c);
+          if (R > 0.0)
+            token = f32.prob_residual_scan(fp.numerators(), fq.numerators(), V, a, c, u_last * R);
         }
         if (!(R > 0.0)) token = fp.draw(k, u_last * P);
         n = i;

@@ -177,14 +177,6 @@ struct Reference {
     fill_probs(q, -1, base, m, t);
     residual(s, t, m, a, b);
   }
-
-  static void fill_exp_residual(const T* p, const T* q, ExpMap mp, ExpMap mq, float a, float b,
-                                int64_t base, int64_t m, float* s) {
-    alignas(64) float t[kBlock];
-    fill_exp(p, mp, base, m, s);
-    fill_exp(q, mq, base, m, t);
-    residual(s, t, m, a, b);
-  }
 };
 
 const RowKernels kReferenceF32 = BlockPasses<Reference<float>>::table();

@@ -56,6 +56,10 @@ struct RowKernels {
   // `block_sums` (room for ceil(n / kBlock), or null): exp_mass stores the block sums there and
   // exp_scan reads them instead of recomputing every block.
   double (*exp_mass)(const void* x, int64_t n, ExpMap map, float* block_sums);
+  // exp_mass's block sums of the listed blocks (blocks 0 .. count - 1 when `blocks` is null)
+  // into block_sums[b] and, with `values` (room for n), their numerators into values[j].
+  void (*exp_blocks)(const void* x, int64_t n, ExpMap map, const int64_t* blocks, int64_t count,
+                     float* block_sums, float* values);
   int64_t (*exp_scan)(const void* x, int64_t n, ExpMap map, const float* block_sums, double target);
   // One pass over a logit row with the patches applied (the rejection sampler's proposal): the
   // maximum (clean: false on NaN or +inf) and, per block b, ref[b], the running maximum of the
@@ -70,10 +74,6 @@ struct RowKernels {
   double (*prob_residual_mass)(const void* p, const void* q, int64_t n, float a, float b);
   int64_t (*prob_residual_scan)(const void* p, const void* q, int64_t n, float a, float b,
                                 double target);
-  double (*exp_residual_mass)(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
-                              float a, float b);
-  int64_t (*exp_residual_scan)(const void* p, const void* q, int64_t n, ExpMap mp, ExpMap mq,
-                               float a, float b, double target);
   float (*load)(const void* x, int64_t j);  // one element as float
   // The maximum of the patched row (the caller has checked the row for NaN).
   float (*patched_max)(const void* x, int64_t n, Patches patches);

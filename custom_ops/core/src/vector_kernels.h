@@ -666,14 +666,6 @@ struct VectorKernels {
       load_block(q + base, m, t);
       residual(s, t, a, b);
     }
-
-    static void fill_exp_residual(const T* p, const T* q, ExpMap mp, ExpMap mq, float a,
-                                  float b, int64_t base, int64_t m, F* s) {
-      F t[kVecs];
-      fill_exp(p, mp, base, m, s);
-      fill_exp(q, mq, base, m, t);
-      residual(s, t, a, b);
-    }
   };
 
   static const RowKernels& get(DType dtype) {
