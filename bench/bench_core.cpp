@@ -182,8 +182,12 @@ int main() {
         }
       }
     }
+    // verify: every draft token accepted (draft == target), and a draft that differs (the
+    // target plus noise: about half the tokens accepted, so most calls also compute the
+    // residual). The offset advances every call, as in a decoding loop: the times average over
+    // the uniforms (which decide how often the bounds leave a decision open).
     const int64_t V = 32000, K = 4;
-    for (int64_t B : {1, 8, 64}) {
+    for (auto [B, noisy] : {std::pair<int64_t, bool>{1, false}, {8, false}, {64, false}, {1, true}}) {
       std::vector<float> one(B * (2 * K + 1) * V);  // target logits [B, K+1, V], then draft [B, K, V]
       float* tl = one.data();
       float* dl = one.data() + B * (K + 1) * V;
@@ -191,24 +195,29 @@ int main() {
       std::vector<int64_t> tokens(B * K), len(B), out(B * (K + 1));
       for (int64_t b = 0; b < B; ++b)
         for (int64_t k = 0; k < K; ++k) {
-          std::copy(tl + (b * (K + 1) + k) * V, tl + (b * (K + 1) + k + 1) * V, dl + (b * K + k) * V);
-          tokens[b * K + k] = std::max_element(dl + (b * K + k) * V, dl + (b * K + k + 1) * V) - (dl + (b * K + k) * V);
+          float* d = dl + (b * K + k) * V;
+          const float* x = tl + (b * (K + 1) + k) * V;
+          for (int64_t j = 0; j < V; ++j) d[j] = noisy ? x[j] + 0.15f * normal(rng) : x[j];
+          tokens[b * K + k] = std::max_element(d, d + V) - d;
         }
       const Pool pool = make_pool(one, dram);
       const float temp = 1.0f;
-      const int64_t seed = 1, offset = 0;
+      const int64_t seed = 1;
+      int64_t offset = 0;
       VerifyParams params;
       params.temperature = {&temp, 1};
       params.seed = {&seed, 1};
       params.offset = {&offset, 1};
-      char shape[64];
-      std::snprintf(shape, sizeof shape, "B=%lld, V=%lld, K=%lld, T=1", (long long)B, (long long)V, (long long)K);
+      char shape[96];
+      std::snprintf(shape, sizeof shape, "B=%lld, V=%lld, K=%lld, T=1%s", (long long)B, (long long)V,
+                    (long long)K, noisy ? ", draft = target + noise" : "");
       size_t i = 0;
       const double bound = median_us([&] { g_sink = sum(pool.at(i++), one.size()); });
       for (const char* const* isa = available_isa_list(); *isa; ++isa) {
         if (!select_isa(*isa).is_ok()) continue;
         report("verify", *isa, shape, dram, median_us([&] {
                  const float* c = pool.at(i++);
+                 ++offset;
                  verify(rows_of(c, B, K + 1, V), rows_of(c + B * (K + 1) * V, B, K, V),
                         Tokens{tokens.data(), B, K, K, 1}, params, {len.data(), out.data(), K + 1});
                }),
