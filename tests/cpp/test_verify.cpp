@@ -159,7 +159,8 @@ TEST(Verify, DecisionsFromMassBoundsEqualTheExactRule) {
 // A decision row's mass bounds, tightened block by block (refine): every interval holds the
 // exact mass, each is inside the last, and the last step gives mass()'s bits and numerators.
 // Flat, spread and peaked rows, the maximum early or late (blocks before it carry a scale),
-// repetition-penalty patches, f16 rows, every path.
+// a padded vocabulary (-inf blocks: numerators 0, bounds tiny but positive), repetition-penalty
+// patches, f16 rows, every path.
 TEST(Verify, RefinedMassBoundsHoldTheExactMass) {
   std::mt19937 rng(31);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -169,11 +170,12 @@ TEST(Verify, RefinedMassBoundsHoldTheExactMass) {
       const RowKernels* k = row_kernels_for(isa, dtype);
       if (k == nullptr) continue;
       for (int64_t V : {1, 64, 1000, 32000}) {
-        for (int shape = 0; shape < 4; ++shape) {
+        for (int shape = 0; shape < 5; ++shape) {
           std::vector<float> x(V);
           for (int64_t j = 0; j < V; ++j) {
             const float sd = shape == 1 ? 3.0f : 1.0f;
             x[j] = sd * normal(rng) + (shape == 3 ? 8.0f * j / V : 0.0f);  // 3: the maximum late
+            if (shape == 4 && V >= 64 && j >= V - V / 5) x[j] = -INFINITY;
           }
           if (shape == 2) x[rng() % V] += 15.0f;  // one token holds most of the mass
           std::vector<uint16_t> half(V);

@@ -456,7 +456,8 @@ void FilteredRow::finish_mass() {
 // Block b's numerators sum to within [block_lo_[b], block_hi_[b]] (build_bounds' argument, per
 // block). Each step computes the exact sums of the blocks whose intervals are at least a
 // threshold wide, the threshold a quarter of the last (the widest intervals carry most of the
-// uncertainty: on a peaked row, the first step's few blocks hold nearly all of it).
+// uncertainty: on a peaked row, the first step's few blocks hold nearly all of it); a step
+// that finds no such block lowers it again.
 bool FilteredRow::refine(const RowKernels& k, bool all) {
   if (mass_known_ || use_ != RowUse::kDecide) return false;
   const int64_t blocks = static_cast<int64_t>(block_bound_.size());
@@ -478,9 +479,9 @@ bool FilteredRow::refine(const RowKernels& k, bool all) {
       refine_threshold_ = std::max(refine_threshold_, block_hi_[b] - block_lo_[b]);
     }
   }
-  ++refine_steps_;
   pending_.clear();
-  while (pending_.empty()) {
+  while (pending_.empty()) {  // each scan is a step: at most kMaxRefineSteps per row
+    ++refine_steps_;
     refine_threshold_ = all || refine_steps_ >= kMaxRefineSteps ? 0.0 : refine_threshold_ / 4;
     for (int64_t b = 0; b < blocks; ++b)
       if (!block_exact_[b] && block_hi_[b] - block_lo_[b] >= refine_threshold_) pending_.push_back(b);
