@@ -250,7 +250,7 @@ int main() {
           k.block_maxima(x, V, {}, refs.data());
           for (size_t b = 0; b < refs.size(); ++b) bound_total += static_cast<double>(refs[b]) * (b + 2);
           return fmt(" %a %a %a %a", k.prob_mass(p, V, -1).mass, k.prob_mass(p + elem * V, V, 0).mass,
-                     k.exp_mass(x, V, e, nullptr), bound_total);
+                     k.exp_mass(x, V, e), bound_total);
         }).c_str());
       }
     }

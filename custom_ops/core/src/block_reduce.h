@@ -162,9 +162,8 @@ struct BlockPasses {
         n, [&](int64_t base, int64_t m, Block& s) { Path::fill_probs(row(x), exclude, base, m, s); },
         target);
   }
-  static double exp_mass(const void* x, int64_t n, ExpMap e, float* sums) {
-    return mass(
-        n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); }, sums);
+  static double exp_mass(const void* x, int64_t n, ExpMap e) {
+    return mass(n, [&](int64_t base, int64_t m, Block& s) { Path::fill_exp(row(x), e, base, m, s); });
   }
   // exp_mass's block sums of the listed blocks (the first `count`, in order, when `blocks` is
   // null) and, with `values` (room for n), their numerators: the same fill and fold as

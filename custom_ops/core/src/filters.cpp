@@ -370,7 +370,7 @@ Status FilteredRow::candidates_by_mass(const RowKernels& k, const RowSampling& r
   collected_.resize(V_);
   collected_value_.resize(V_);
   const bool top_p = rs.top_p < 1.0f;
-  const double Z = top_p ? k.exp_mass(row_, V_, map_, nullptr) : 0.0;
+  const double Z = top_p ? k.exp_mass(row_, V_, map_) : 0.0;
   const float floor = min_p_floor(rs.min_p);
   // A first guess at the top-p boundary from a strided sample; if the candidates above it do not
   // carry the top-p mass, every token that can pass min-p is a candidate.

@@ -53,13 +53,13 @@ struct RowKernels {
   MassResult (*prob_mass)(const void* x, int64_t n, int64_t exclude);
   int64_t (*prob_scan)(const void* x, int64_t n, int64_t exclude, double target);
   MaxResult (*logit_max)(const void* x, int64_t n);
-  // `block_sums` (room for ceil(n / kBlock), or null): exp_mass stores the block sums there and
-  // exp_scan reads them instead of recomputing every block.
-  double (*exp_mass)(const void* x, int64_t n, ExpMap map, float* block_sums);
+  double (*exp_mass)(const void* x, int64_t n, ExpMap map);
   // exp_mass's block sums of the listed blocks (blocks 0 .. count - 1 when `blocks` is null)
   // into block_sums[b] and, with `values` (room for n), their numerators into values[j].
   void (*exp_blocks)(const void* x, int64_t n, ExpMap map, const int64_t* blocks, int64_t count,
                      float* block_sums, float* values);
+  // `block_sums` (every block's, from exp_blocks, or null): read instead of recomputing every
+  // block.
   int64_t (*exp_scan)(const void* x, int64_t n, ExpMap map, const float* block_sums, double target);
   // One pass over a logit row with the patches applied (the rejection sampler's proposal): the
   // maximum (clean: false on NaN or +inf) and, per block b, ref[b], the running maximum of the
