@@ -31,7 +31,7 @@ def _load_extension():
         # extension links the same files, so the process keeps one registry.
         se_executorch.load()
         name = "_runner_ext" + importlib.machinery.EXTENSION_SUFFIXES[0]
-        path = native_library(name, "the runner's Python extension (built when pybind11 is installed)")
+        path = native_library(name, "the runner's Python extension (built with the runner, when pybind11 is installed)")
         spec = importlib.util.spec_from_file_location("spec_edge._runner_ext", path)
         _extension = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(_extension)
