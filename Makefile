@@ -13,7 +13,13 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 # Builds the native libraries (CMake, through setup.py) and installs the package in editable mode.
+# GoogleTest for the C++ tests: the system's, else Debian's sources unpacked once (no root needed).
+GTEST_SOURCES := build/third_party/googletest/usr/src/googletest
 build: venv
+	@[ -f /usr/include/gtest/gtest.h ] || [ -f /usr/src/googletest/CMakeLists.txt ] || \
+	  [ -f $(GTEST_SOURCES)/CMakeLists.txt ] || \
+	  tests/fetch_debian.sh "$$(dpkg --print-architecture)" build/third_party/googletest googletest || \
+	  echo "make build: GoogleTest not fetched: the C++ tests are not built (install libgtest-dev)" >&2
 	SPEC_EDGE_BUILD_TESTS=ON SPEC_EDGE_BUILD_BENCH=ON SPEC_EDGE_CMAKE_BUILD_DIR=$(BUILD_DIR) \
 	  $(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	@# An editable install does not stop on a failed native build: check that it produced the library.
@@ -23,7 +29,7 @@ test: test-cpp test-sanitize test-aarch64 test-fuzz test-cuda test-py
 
 # A hung C++ test fails after 10 minutes instead of holding the run (the tiers: CMakePresets.json).
 test-cpp: build
-	@test -n "$$(ctest --test-dir $(BUILD_DIR) -N | grep 'Test *#')" || { echo "test-cpp: no C++ tests were built: install libgtest-dev (see .ci/run)" >&2; exit 1; }
+	@test -n "$$(ctest --test-dir $(BUILD_DIR) -N | grep 'Test *#')" || { echo "test-cpp: no C++ tests were built: install libgtest-dev, or see make build's message" >&2; exit 1; }
 	ctest --test-dir $(BUILD_DIR) --output-on-failure --timeout 600
 
 # ASan + UBSan natively; aarch64 under qemu (Cortex-A72 and A76) with cross-ISA identity and

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Unpacks Debian's arm64 Java runtime (openjdk-17-jre-headless, and the zlib it links) without
-# installing it, so the tests run the Java API through the aarch64 JNI library under qemu-aarch64.
-# apt resolves the packages with a private state directory: the machine's dpkg architectures and
-# package lists are left as they are. Cached: a second call does nothing.
+# installing it (tests/fetch_debian.sh), so the tests run the Java API through the aarch64 JNI
+# library under qemu-aarch64. Cached: a second call does nothing.
 # Usage: fetch_jre.sh [DEST]   (default build/third_party/jre-arm64)
 # Then: qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=DEST/lib/aarch64-linux-gnu DEST/java/bin/java
 set -euo pipefail
@@ -12,23 +11,11 @@ packages=(openjdk-17-jre-headless zlib1g)
 if [ -x "$dest/java/bin/java" ] && [ "$(cat "$dest/.packages" 2>/dev/null)" = "${packages[*]}" ]; then
   exit 0
 fi
-command -v apt-get >/dev/null || { echo "fetch_jre: needs apt-get (Debian/Ubuntu)" >&2; exit 1; }
-
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/state/lists/partial" "$work/cache/archives/partial" "$work/debs"
-touch "$work/state/status"
-apt=(apt-get -q -o APT::Architecture=arm64 -o APT::Architectures::=arm64 -o Dir::State="$work/state"
-     -o Dir::State::status="$work/state/status" -o Dir::Cache="$work/cache" -o Debug::NoLocking=1
-     -o APT::Sandbox::User=root)
-echo "fetch_jre: ${packages[*]} (arm64) -> $dest"
-"${apt[@]}" update >/dev/null
-(cd "$work/debs" && "${apt[@]}" download "${packages[@]}" >/dev/null)
+tests/fetch_debian.sh arm64 "$work/root" "${packages[@]}"
 rm -rf "$dest"
 mkdir -p "$dest"
-for deb in "$work"/debs/*.deb; do
-  dpkg-deb -x "$deb" "$work/root"
-done
 cp -a "$work/root/usr/lib/jvm/java-17-openjdk-arm64/." "$dest/java"
 # conf/ links into /etc/java-17-openjdk: the package's own copy instead of the host's.
 rm -rf "$dest/java/conf"
