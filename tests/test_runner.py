@@ -10,6 +10,7 @@ import random
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
@@ -230,6 +231,18 @@ def test_executorch_info_messages_only_with_verbose(build, default_programs):
     assert not info.search(quiet), quiet
     verbose = build.run(*flags, "--verbose").stderr.decode()
     assert info.search(verbose), verbose
+
+
+@pytest.mark.parametrize("show", [False, True], ids=["default", "shown"])
+def test_native_runner_shows_executorch_info_messages_only_when_asked(pair, show):
+    # In a fresh process: ExecuTorch probes the CPU once, when XNNPACK first starts.
+    script = ("import spec_edge\n"
+              f"if {show}:\n    spec_edge.NativeRunner.show_executorch_info()\n"
+              f"spec_edge.NativeRunner({str(pair / 'pair')!r}).generate([1, 2], 2)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    info = re.compile(r"^\[\w+\.cpp:\d+\] ", re.M)  # the format of the Python bindings' emitter
+    assert bool(info.search(result.stderr)) == show, result.stderr
 
 
 DEFAULT_PROMPT = Tokenizer.from_file(str(DEFAULT_PAIR / "target" / "tokenizer.json")).encode("import os\n\n\ndef main(").ids

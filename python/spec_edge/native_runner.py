@@ -78,3 +78,10 @@ class NativeRunner:
     def stop(self) -> None:
         """Ends the ``generate`` in flight after its current round, from another thread or from ``on_tokens``."""
         self._runner.stop()
+
+    @staticmethod
+    def show_executorch_info(show: bool = True) -> None:
+        """ExecuTorch's info messages (its CPU probing when XNNPACK starts, program loading) on
+        stderr from now on, in this process; hidden by default, as the command-line runner hides
+        them without ``--verbose``. Its errors are always shown."""
+        _load_extension().show_executorch_info(bool(show))

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <executorch/runtime/platform/platform.h>
 #include <nlohmann/json.hpp>
 
 #include "spec_edge/runner.h"
@@ -54,25 +53,6 @@ std::vector<int64_t> ids(const char* text) {
   return out;
 }
 
-// ExecuTorch's own messages: its errors always, its info and debug messages (CPU probing,
-// program loading) only with --verbose; the messages kept go to the emitter active before.
-bool g_executorch_info = false;
-pal_emit_log_message_method g_executorch_emitter = nullptr;
-
-void emit_executorch_log(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filename,
-                         const char* function, size_t line, const char* message, size_t length) {
-  if ((level == kInfo || level == kDebug) && !g_executorch_info) return;
-  g_executorch_emitter(timestamp, level, filename, function, line, message, length);
-}
-
-void filter_executorch_logs(bool info) {
-  g_executorch_info = info;
-  const executorch::runtime::PalImpl* current = executorch::runtime::get_pal_impl();
-  g_executorch_emitter = current != nullptr && current->emit_log_message != nullptr ? current->emit_log_message
-                                                                                    : et_pal_emit_log_message;
-  executorch::runtime::register_pal(executorch::runtime::PalImpl::create(emit_executorch_log, __FILE__));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,7 +96,7 @@ int main(int argc, char** argv) {
   }
   if (model_dir.empty()) fail(std::string("--model-dir is required\n") + kUsage);
   if (have_text == !prompt.empty()) fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
-  filter_executorch_logs(verbose);
+  spec_edge::runner::show_executorch_info(verbose);
   try {
     auto runner = spec_edge::runner::Runner::load(model_dir, k);
     std::unique_ptr<spec_edge::runner::Tokenizer> tokenizer;

@@ -13,6 +13,10 @@ using spec_edge::runner::Sampling;
 using spec_edge::runner::Stats;
 
 PYBIND11_MODULE(_runner_ext, m) {
+  // As the command-line runner: ExecuTorch's info messages (its CPU probing when XNNPACK starts)
+  // only when asked for.
+  spec_edge::runner::show_executorch_info(false);
+  m.def("show_executorch_info", &spec_edge::runner::show_executorch_info, py::arg("show"));
   // Arguments out of range: ValueError; a model the runner cannot use: spec_edge's ProgramError.
   py::register_exception_translator([](std::exception_ptr error) {
     try {

@@ -8,6 +8,7 @@
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor.h>
+#include <executorch/runtime/platform/platform.h>
 #include <nlohmann/json.hpp>
 
 #include "program_format.h"  // kManifestFormat, kOpVersions (the programs carry the versions too)
@@ -252,6 +253,31 @@ double Stats::acceptance_rate() const { return proposed ? static_cast<double>(ac
 
 std::unique_ptr<Runner> Runner::load(const std::string& model_dir, std::optional<int> k) {
   return std::make_unique<ModuleRunner>(model_dir, k);
+}
+
+namespace {
+std::atomic<bool> g_executorch_info{true};
+pal_emit_log_message_method g_executorch_emitter = nullptr;
+
+void emit_executorch_log(et_timestamp_t timestamp, et_pal_log_level_t level, const char* filename,
+                         const char* function, size_t line, const char* message, size_t length) {
+  if ((level == kInfo || level == kDebug) && !g_executorch_info) return;
+  g_executorch_emitter(timestamp, level, filename, function, line, message, length);
+}
+}  // namespace
+
+void show_executorch_info(bool show) {
+  g_executorch_info = show;
+  // Installed once (a second installation would take this filter for the emitter before it), in
+  // the live table get_pal_impl() returns rather than through register_pal, which logs an error
+  // when a table is already registered, as ExecuTorch's Python bindings register one.
+  static const bool installed = [] {
+    auto* table = const_cast<executorch::runtime::PalImpl*>(executorch::runtime::get_pal_impl());
+    g_executorch_emitter = table->emit_log_message != nullptr ? table->emit_log_message : et_pal_emit_log_message;
+    table->emit_log_message = emit_executorch_log;
+    return true;
+  }();
+  (void)installed;
 }
 
 }  // namespace spec_edge::runner

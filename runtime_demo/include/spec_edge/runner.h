@@ -70,4 +70,9 @@ class Runner {
   virtual int64_t max_context_len() const = 0;
 };
 
+// ExecuTorch's own messages in this process: its errors always, its info and debug messages (CPU
+// probing, program loading) only when `show`; the messages kept go to the emitter that was active
+// before the first call. The command-line runner and the Python module start with show = false.
+void show_executorch_info(bool show);
+
 }  // namespace spec_edge::runner
