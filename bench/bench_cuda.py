@@ -111,10 +111,10 @@ def main():
              lambda: eager_verify(t, d, tokens, g), (2 * K + 1) * B * V * 4),
             ("verify_greedy (vs torch argmax)", lambda: spec_edge.verify_greedy(t, tokens),
              lambda: t.argmax(-1), (K + 1) * B * V * 4),
-            ("sample, unfiltered (vs softmax + multinomial)", lambda: spec_edge.sample(x, T, 1, 0),
+            ("sample, unfiltered (vs softmax + multinomial)", lambda: spec_edge.sample(x, T, seed=1, offset=0),
              lambda: torch.multinomial(torch.softmax(x / T, -1), 1, generator=g), B * V * 4),
             ("sample, full pipeline (vs transformers chain + multinomial)",
-             lambda: spec_edge.sample(x, T, 1, 0, filters),
+             lambda: spec_edge.sample(x, T, seed=1, offset=0, filters=filters),
              lambda: torch.multinomial(torch.softmax(chain(prev, x.clone()), -1), 1, generator=g), B * V * 4),
         ]
         for op, ours, peer, n_bytes in cases:

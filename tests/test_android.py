@@ -164,7 +164,7 @@ BAD_INPUT = {
     "too_long": ("IllegalArgumentException", "exceeds the context length 96"),
     "temperature": ("IllegalArgumentException", "temperature: expected >= 0"),
     "temperature_nan": ("IllegalArgumentException", "temperature: expected >= 0"),
-    "top_k": ("IllegalArgumentException", "top_k: expected 0..V"),
+    "top_k": ("IllegalArgumentException", r"top_k: expected >= 0 \(0 is off"),
     "top_p": ("IllegalArgumentException", r"top_p: expected in \(0, 1\]"),
     "min_p": ("IllegalArgumentException", r"min_p: expected in \[0, 1\]"),
     "penalty": ("IllegalArgumentException", "repetition_penalty: expected > 0"),

@@ -102,9 +102,9 @@ def test_verify_agrees(V, dtype, T, penalty):
     prev = torch.randint(-1, V, (B, 12), generator=g)
     f = F(repetition_penalty=penalty, prev_tokens=prev)
     seed, offset = torch.randint(0, 2**62, (B,), generator=g), torch.arange(B) * 7
-    cpu = spec_edge.verify(t, d, tokens, T, seed, offset, num_draft, f)
+    cpu = spec_edge.verify(t, d, tokens, T, seed, offset, num_draft, filters=f)
     gpu = spec_edge.verify(t.to(DEV), d.to(DEV), tokens.to(DEV), T, seed, offset, num_draft.to(DEV),
-                           F(repetition_penalty=penalty, prev_tokens=prev.to(DEV)))
+                           filters=F(repetition_penalty=penalty, prev_tokens=prev.to(DEV)))
     agree("verify", torch.cat([cpu.accept_len[:, None], cpu.tokens], 1),
           torch.cat([gpu.accept_len[:, None], gpu.tokens], 1))
 
@@ -146,17 +146,17 @@ def test_filtered_ops_agree(V, dtype, filters):
     cfg = {**filters, "top_k": min(filters.get("top_k", 0), V)}
     f_cpu, f_gpu = F(**cfg, prev_tokens=prev), F(**cfg, prev_tokens=prev.to(DEV))
     for T in [0.0, 0.8, 1.5]:
-        agree("sample (filtered)", spec_edge.sample(x, T, 3, 1, f_cpu)[:, None],
-              spec_edge.sample(x.to(DEV), T, 3, 1, f_gpu)[:, None])
-        want, got = spec_edge.filter_logits(x, T, f_cpu), spec_edge.filter_logits(x.to(DEV), T, f_gpu)
+        agree("sample (filtered)", spec_edge.sample(x, T, seed=3, offset=1, filters=f_cpu)[:, None],
+              spec_edge.sample(x.to(DEV), T, seed=3, offset=1, filters=f_gpu)[:, None])
+        want, got = spec_edge.filter_logits(x, T, filters=f_cpu), spec_edge.filter_logits(x.to(DEV), T, filters=f_gpu)
         assert got.dtype == dtype and torch.equal(got.cpu(), want)
     t = logits(B, K + 1, V, torch.float32, g)
     d = near_copies(t[:, :K], g)
     t, d = t.to(dtype), d.to(dtype)
     tokens = d.float().argmax(-1)
     for T in [0.7, 1.3]:
-        cpu = spec_edge.verify(t, d, tokens, T, 9, 2, None, f_cpu)
-        gpu = spec_edge.verify(t.to(DEV), d.to(DEV), tokens.to(DEV), T, 9, 2, None, f_gpu)
+        cpu = spec_edge.verify(t, d, tokens, T, 9, 2, None, filters=f_cpu)
+        gpu = spec_edge.verify(t.to(DEV), d.to(DEV), tokens.to(DEV), T, 9, 2, None, filters=f_gpu)
         agree("verify (filtered)", torch.cat([cpu.accept_len[:, None], cpu.tokens], 1),
               torch.cat([gpu.accept_len[:, None], gpu.tokens], 1))
 

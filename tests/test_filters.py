@@ -115,7 +115,7 @@ def test_kept_set_equals_the_transformers_chain(V, calls, B, record_property):
             repetition_penalty=torch.tensor([r["penalty"] for r in rows]) if per_row else rows[0]["penalty"],
             prev_tokens=prev)
         temps = torch.tensor([r["T"] for r in rows]) if per_row else rows[0]["T"]
-        ours = spec_edge.filter_logits(xs, temps, filters)
+        ours = spec_edge.filter_logits(xs, temps, filters=filters)
         for b, r in enumerate(rows):
             pv = prev[b].tolist()
             if r["T"] == 0:  # greedy: transformers takes the argmax of the penalized logits
@@ -137,7 +137,7 @@ def test_kept_set_equals_the_transformers_chain(V, calls, B, record_property):
 
 def test_top_k_ties_are_all_kept():
     x = torch.tensor([[5.0, 3.0, 3.0, 3.0, 1.0, 3.0]])
-    got = spec_edge.filter_logits(x, 1.0, F(top_k=2))
+    got = spec_edge.filter_logits(x, 1.0, filters=F(top_k=2))
     assert (~torch.isinf(got)).sum() == 5
     assert torch.equal(torch.isinf(got), torch.isinf(transformers_chain(x[0], 1.0, 2, 1.0, 0, 1.0, [])[None]))
 
@@ -146,14 +146,14 @@ def test_top_p_boundary_at_exact_mass_removes_the_token_as_transformers_does():
     # probabilities 1/2, 1/4, 1/8, 1/8: mass above the third token is exactly 3/4
     x = torch.log(torch.tensor([[0.5, 0.25, 0.125, 0.125]]))
     for top_p, kept in [(0.75, 2), (0.7500001, 4), (0.5, 1), (0.5000001, 2)]:
-        got = spec_edge.filter_logits(x, 1.0, F(top_p=top_p))
+        got = spec_edge.filter_logits(x, 1.0, filters=F(top_p=top_p))
         assert int((~torch.isinf(got)).sum()) == kept, top_p
 
 
 def test_penalty_applies_once_per_distinct_token_and_skips_padding():
     x = torch.tensor([[2.0, -2.0, 1.0, 0.5]])
     prev = torch.tensor([[0, 0, 0, 1, -1, -1]])
-    got = spec_edge.filter_logits(x, 1.0, F(repetition_penalty=2.0, prev_tokens=prev))
+    got = spec_edge.filter_logits(x, 1.0, filters=F(repetition_penalty=2.0, prev_tokens=prev))
     assert got.tolist() == [[1.0, -4.0, 1.0, 0.5]]
     want = transformers_chain(x[0], 1.0, 0, 1.0, 0.0, 2.0, [0, 0, 0, 1])
     assert torch.equal(got[0], want)
@@ -163,7 +163,7 @@ def test_greedy_uses_the_penalized_argmax():
     x = torch.tensor([[3.0, 2.9, 0.0]])
     prev = torch.tensor([0])
     assert spec_edge.sample(x, 0.0, filters=F(repetition_penalty=1.5, prev_tokens=prev)).item() == 1
-    out = spec_edge.filter_logits(x, 0.0, F(repetition_penalty=1.5, prev_tokens=prev))
+    out = spec_edge.filter_logits(x, 0.0, filters=F(repetition_penalty=1.5, prev_tokens=prev))
     assert torch.equal(out, torch.tensor([[-math.inf, 2.9, -math.inf]]))
 
 
@@ -176,7 +176,7 @@ def test_greedy_with_the_penalty_finds_a_plus_inf_maximum():
         f = F(repetition_penalty=0.5, prev_tokens=torch.tensor(prev))
         row = torch.tensor([x])
         assert spec_edge.sample(row, 0.0, filters=f).item() == want
-        out = spec_edge.filter_logits(row, 0.0, f)
+        out = spec_edge.filter_logits(row, 0.0, filters=f)
         assert torch.isinf(out).sum() == len(x) and out[0, want] == inf
         t = torch.stack([row[0], row[0]])[None]
         r = spec_edge.verify(t, t[:, :1], torch.tensor([[want]]), 0.0, filters=f)
@@ -187,9 +187,9 @@ def test_greedy_with_the_penalty_finds_a_plus_inf_maximum():
 def test_half_dtypes_filter_their_float_values(dtype):
     x = (3 * torch.randn(4, 1000, generator=torch.Generator().manual_seed(0))).to(dtype)
     f = F(top_k=40, top_p=0.9, min_p=0.02, repetition_penalty=1.2, prev_tokens=torch.arange(0, 50)[None])
-    got = spec_edge.filter_logits(x, 0.7, f)
+    got = spec_edge.filter_logits(x, 0.7, filters=f)
     assert got.dtype == dtype
-    assert torch.equal(got, spec_edge.filter_logits(x.float(), 0.7, f).to(dtype))
+    assert torch.equal(got, spec_edge.filter_logits(x.float(), 0.7, filters=f).to(dtype))
 
 
 def test_disabled_filters_equal_plain_sampling():
@@ -197,7 +197,7 @@ def test_disabled_filters_equal_plain_sampling():
     neutral = F(top_k=torch.zeros(64, dtype=torch.long), top_p=torch.ones(64), min_p=torch.zeros(64),
                 repetition_penalty=torch.ones(64), prev_tokens=torch.randint(0, 500, (64, 8)))
     assert torch.equal(spec_edge.sample(x, 0.9, seed=4, filters=neutral), spec_edge.sample(x, 0.9, seed=4))
-    assert torch.equal(spec_edge.filter_logits(x, 0.9, neutral), x / 0.9)
+    assert torch.equal(spec_edge.filter_logits(x, 0.9, filters=neutral), x / 0.9)
 
 
 # ---- the sampler against the filtered law ----------------------------------------------------
@@ -280,7 +280,7 @@ def test_same_seed_same_tokens_and_independent_streams():
 def test_per_row_parameters_apply_to_their_row():
     x = ROW[None].expand(3, -1).contiguous()
     f = F(top_k=torch.tensor([1, 0, 3]), top_p=torch.tensor([1.0, 0.3, 1.0]))
-    got = spec_edge.filter_logits(x, torch.tensor([1.0, 1.0, 0.5]), f)
+    got = spec_edge.filter_logits(x, torch.tensor([1.0, 1.0, 0.5]), filters=f)
     for b, (T, k, p) in enumerate([(1.0, 1, 1.0), (1.0, 0, 0.3), (0.5, 3, 1.0)]):
         assert torch.equal(got[b], transformers_chain(ROW, T, k, p, 0.0, 1.0, []))
 

@@ -182,19 +182,59 @@ def _param(value, dtype: torch.dtype, name: str) -> torch.Tensor:
         raise ValueError(f"{name}: {e}") from e
 
 
+class _Unset(int):
+    """An int default that reads as its value but says it was not given (see _filter_args)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+class _UnsetFloat(float):
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return float.__repr__(self)
+
+
+# The filter keywords' neutral defaults, told apart from the same values given explicitly.
+_TOP_K, _TOP_P, _MIN_P, _PENALTY = _Unset(0), _UnsetFloat(1.0), _UnsetFloat(0.0), _UnsetFloat(1.0)
+
+
+def _prev_tokens_arg(value) -> torch.Tensor | None:
+    """``prev_tokens`` as the ops take it: a tensor as it is; a list of ids, or a list of lists
+    (one per row, ragged allowed), as int64 padded with -1."""
+    if value is None or isinstance(value, torch.Tensor):
+        return value
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"prev_tokens: expected a tensor or a list of ids, got {type(value).__name__}")
+    rows = value if value and all(isinstance(r, (list, tuple)) for r in value) else [value]
+    for row in rows:
+        for t in row:
+            if not isinstance(t, int) or isinstance(t, bool):  # torch.tensor would truncate 2.5 to 2
+                raise TypeError(f"prev_tokens: expected integer ids, got {t!r}")
+    if rows is value:
+        width = max(len(r) for r in rows)
+        value = [list(r) + [-1] * (width - len(r)) for r in rows]
+    return _param(value, torch.long, "prev_tokens")
+
+
 class Filters(NamedTuple):
     """The sampling filters of the transformers chain, applied in its order (docs/FILTERS.md).
 
     Each is a scalar or a per-row ``[B]`` tensor; the neutral value switches a filter off and
-    costs nothing. ``prev_tokens`` (``[L]`` or ``[B, L]`` int64, ``-1`` as padding) lists the ids
-    the repetition penalty applies to, once per distinct id.
+    costs nothing. ``top_k`` of V or more keeps every token (transformers clamps k to V).
+    ``prev_tokens`` (``[L]`` or ``[B, L]`` int64 with ``-1`` as padding, or a list of id lists)
+    lists the ids the repetition penalty applies to, once per distinct id. Build one to reuse
+    the settings across calls (``filters=``); the ops also take them as keywords.
     """
 
     top_k: int | torch.Tensor = 0
     top_p: float | torch.Tensor = 1.0
     min_p: float | torch.Tensor = 0.0
     repetition_penalty: float | torch.Tensor = 1.0
-    prev_tokens: torch.Tensor | None = None
+    prev_tokens: torch.Tensor | list | None = None
 
     def op_args(self) -> tuple:
         """The optional tensors of the ops, ``None`` for a filter left at its neutral value."""
@@ -205,7 +245,21 @@ class Filters(NamedTuple):
             return _param(value, dtype, name)
         return (opt("top_k", 0, torch.long), opt("top_p", 1.0, torch.float32),
                 opt("min_p", 0.0, torch.float32),
-                opt("repetition_penalty", 1.0, torch.float32), self.prev_tokens)
+                opt("repetition_penalty", 1.0, torch.float32), _prev_tokens_arg(self.prev_tokens))
+
+
+def _filter_args(filters: Filters | None, top_k, top_p, min_p, repetition_penalty, prev_tokens) -> tuple:
+    """The ops' filter tensors from the keywords, or from ``filters`` when one is given (then no
+    keyword may set a filter too)."""
+    if filters is None:
+        return Filters(top_k, top_p, min_p, repetition_penalty, prev_tokens).op_args()
+    if not isinstance(filters, Filters):
+        raise TypeError(f"filters: expected a spec_edge.Filters, got {type(filters).__name__}")
+    keywords = (top_k, top_p, min_p, repetition_penalty, prev_tokens)
+    for name, value in zip(Filters._fields, keywords):
+        if value is not None and type(value) not in (_Unset, _UnsetFloat):
+            raise TypeError(f"filters and {name}: both given; set {name} in one of them")
+    return filters.op_args()
 
 
 def verify(
@@ -216,7 +270,13 @@ def verify(
     seed: int | torch.Tensor = 0,
     offset: int | torch.Tensor = 0,
     num_draft: torch.Tensor | None = None,
-    filters: Filters = Filters(),
+    *,
+    top_k: int | torch.Tensor = _TOP_K,
+    top_p: float | torch.Tensor = _TOP_P,
+    min_p: float | torch.Tensor = _MIN_P,
+    repetition_penalty: float | torch.Tensor = _PENALTY,
+    prev_tokens: torch.Tensor | list | None = None,
+    filters: Filters | None = None,
 ) -> BatchVerifyResult:
     """Batched verification from logits with seeded, counter-based randomness.
 
@@ -229,9 +289,10 @@ def verify(
         target_logits: ``[B, K+1, V]``; draft_logits: ``[B, K, V]``; draft_tokens: ``[B, K]``.
         temperature, seed, offset: a scalar or a per-row ``[B]`` tensor.
         num_draft: optional ``[B]`` int tensor, draft length of each row (``0..K``).
-        filters: the sampling filters, applied identically to target and draft rows inside
-            the op (both renormalized over their kept sets); the penalty of row ``i`` also
-            counts the draft tokens before ``i``.
+        top_k, top_p, min_p, repetition_penalty, prev_tokens: the sampling filters (as in
+            :func:`sample`), applied identically to target and draft rows inside the op (both
+            renormalized over their kept sets); the penalty of row ``i`` also counts the draft
+            tokens before ``i``. Or ``filters``, a :class:`Filters` holding them.
 
     Returns:
         ``BatchVerifyResult(accept_len [B], tokens [B, K+1])``; ``tokens[b]`` holds the kept
@@ -240,23 +301,29 @@ def verify(
     Example:
         >>> import torch, spec_edge
         >>> t = torch.randn(2, 4, 50); d = t[:, :3] + 0.1 * torch.randn(2, 3, 50)
-        >>> r = spec_edge.verify(t, d, d.argmax(-1), temperature=0.8, seed=7, offset=0)
-        >>> r.tokens.shape
+        >>> accept_len, out = spec_edge.verify(t, d, d.argmax(-1), temperature=0.8, seed=7, offset=0)
+        >>> out.shape
         torch.Size([2, 4])
     """
     return BatchVerifyResult(*torch.ops.spec_edge.verify(
         target_logits, draft_logits, draft_tokens,
         _param(temperature, torch.float32, "temperature"), _param(seed, torch.long, "seed"),
-        _param(offset, torch.long, "offset"),
-        num_draft, *filters.op_args()))
+        _param(offset, torch.long, "offset"), num_draft,
+        *_filter_args(filters, top_k, top_p, min_p, repetition_penalty, prev_tokens)))
 
 
 def sample(
     logits: torch.Tensor,
     temperature: float | torch.Tensor = 1.0,
+    top_k: int | torch.Tensor = _TOP_K,
+    top_p: float | torch.Tensor = _TOP_P,
+    min_p: float | torch.Tensor = _MIN_P,
+    repetition_penalty: float | torch.Tensor = _PENALTY,
+    prev_tokens: torch.Tensor | list | None = None,
     seed: int | torch.Tensor = 0,
     offset: int | torch.Tensor = 0,
-    filters: Filters = Filters(),
+    *,
+    filters: Filters | None = None,
 ) -> torch.Tensor:
     """One token per row from the filtered ``softmax(logits / temperature)``; ``temperature == 0``
     is argmax (of the penalized logits).
@@ -271,8 +338,17 @@ def sample(
 
     Args:
         logits: ``[B, V]`` float32, float16 or bfloat16.
-        temperature, seed, offset: a scalar or a per-row ``[B]`` tensor.
-        filters: top-k, top-p, min-p and repetition penalty (:class:`Filters`).
+        temperature: a scalar or a per-row ``[B]`` tensor; ``0`` is argmax.
+        top_k: keep the k highest scores (``0`` off; ``>= V`` keeps every token); ``1`` is greedy.
+        top_p: keep the smallest set of top tokens with this much probability, in ``(0, 1]``.
+        min_p: keep tokens with probability ``>= min_p *`` the top one's, in ``[0, 1]``.
+        repetition_penalty: ``> 0``; the logits of ``prev_tokens`` are divided by it (positive)
+            or multiplied by it (negative), once per distinct id; ``1.0`` changes nothing.
+        prev_tokens: ``[L]`` or ``[B, L]`` int64 with ``-1`` as padding, or a list of id lists.
+        seed, offset: the Philox key; a scalar or a per-row ``[B]`` tensor.
+        filters: a :class:`Filters` instead of the five filter keywords.
+
+    Each filter is a scalar or a per-row ``[B]`` tensor.
 
     Returns:
         ``[B]`` int64 tokens.
@@ -284,18 +360,24 @@ def sample(
         [2, 0]
         >>> spec_edge.sample(logits, temperature=0.7, seed=3)[0].item() in (0, 2)
         True
-        >>> spec_edge.sample(logits, 0.7, seed=3, filters=spec_edge.Filters(top_k=1)).tolist()
+        >>> spec_edge.sample(logits, 0.7, top_k=1, seed=3).tolist()
         [2, 0]
     """
     return torch.ops.spec_edge.sample(logits, _param(temperature, torch.float32, "temperature"),
                                       _param(seed, torch.long, "seed"), _param(offset, torch.long, "offset"),
-                                      *filters.op_args())
+                                      *_filter_args(filters, top_k, top_p, min_p, repetition_penalty, prev_tokens))
 
 
 def filter_logits(
     logits: torch.Tensor,
     temperature: float | torch.Tensor = 1.0,
-    filters: Filters = Filters(),
+    top_k: int | torch.Tensor = _TOP_K,
+    top_p: float | torch.Tensor = _TOP_P,
+    min_p: float | torch.Tensor = _MIN_P,
+    repetition_penalty: float | torch.Tensor = _PENALTY,
+    prev_tokens: torch.Tensor | list | None = None,
+    *,
+    filters: Filters | None = None,
 ) -> torch.Tensor:
     """The logits the transformers chain hands to softmax: penalized, divided by the
     temperature, removed tokens at ``-inf`` (``RepetitionPenaltyLogitsProcessor``,
@@ -307,8 +389,8 @@ def filter_logits(
 
     Args:
         logits: ``[B, V]`` float32, float16 or bfloat16.
-        temperature: a scalar or a per-row ``[B]`` tensor.
-        filters: :class:`Filters`.
+        temperature, top_k, top_p, min_p, repetition_penalty, prev_tokens: as in :func:`sample`.
+        filters: a :class:`Filters` instead of the five filter keywords.
 
     Returns:
         ``[B, V]`` tensor of the logits' dtype.
@@ -316,8 +398,9 @@ def filter_logits(
     Example:
         >>> import torch, spec_edge
         >>> x = torch.tensor([[3.0, 1.0, 2.0, -1.0]])
-        >>> spec_edge.filter_logits(x, 0.5, spec_edge.Filters(top_k=2))
+        >>> spec_edge.filter_logits(x, 0.5, top_k=2)
         tensor([[6., -inf, 4., -inf]])
     """
     return torch.ops.spec_edge.filter_logits(logits, _param(temperature, torch.float32, "temperature"),
-                                             *filters.op_args())
+                                             *_filter_args(filters, top_k, top_p, min_p, repetition_penalty,
+                                                           prev_tokens))

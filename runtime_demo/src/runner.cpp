@@ -172,7 +172,7 @@ class ModuleRunner final : public Runner {
                         ") + K+1 (" + std::to_string(k_ + 1) + ") exceeds the context length " +
                         std::to_string(context_));
     if (!(s.temperature >= 0.0f)) throw ArgumentError("temperature: expected >= 0");
-    if (s.top_k < 0 || s.top_k > vocab_) throw ArgumentError("top_k: expected 0..V");
+    if (s.top_k < 0) throw ArgumentError("top_k: expected >= 0 (0 is off; V or more keeps every token)");
     if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw ArgumentError("top_p: expected in (0, 1]");
     if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) throw ArgumentError("min_p: expected in [0, 1]");
     if (!(s.repetition_penalty > 0.0f)) throw ArgumentError("repetition_penalty: expected > 0");

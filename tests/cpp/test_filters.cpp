@@ -118,20 +118,29 @@ TEST(Filters, NeutralFiltersLeaveSampleUnchanged) {
   std::vector<float> x(B * V);
   for (auto& v : x) v = normal(rng);
   const float T = 0.7f, one = 1.0f, zero = 0.0f;
-  const int64_t seed = 9, offset = 2, no_k = 0;
+  const int64_t seed = 9, offset = 2;
   SampleParams plain;
   plain.temperature = {&T, 1};
   plain.seed = {&seed, 1};
   plain.offset = {&offset, 1};
-  SampleParams neutral = plain;
-  neutral.filters.top_k = {&no_k, 1};
-  neutral.filters.top_p = {&one, 1};
-  neutral.filters.min_p = {&zero, 1};
-  neutral.filters.repetition_penalty = {&one, 1};
-  std::vector<int64_t> a(B), b(B);
+  std::vector<int64_t> a(B);
   ASSERT_TRUE(sample(rows(x, B, 1, V), plain, a.data()).is_ok());
-  ASSERT_TRUE(sample(rows(x, B, 1, V), neutral, b.data()).is_ok());
-  EXPECT_EQ(a, b);
+  std::vector<float> fa(B * V);
+  ASSERT_TRUE(filter_logits(rows(x, B, 1, V), plain.temperature, plain.filters, fa.data(), V).is_ok());
+  // top_k of V or more keeps every token, as transformers' warper (which clamps k to V) does.
+  for (const int64_t k : {int64_t{0}, V, V + 1, std::numeric_limits<int64_t>::max()}) {
+    SampleParams neutral = plain;
+    neutral.filters.top_k = {&k, 1};
+    neutral.filters.top_p = {&one, 1};
+    neutral.filters.min_p = {&zero, 1};
+    neutral.filters.repetition_penalty = {&one, 1};
+    std::vector<int64_t> b(B);
+    ASSERT_TRUE(sample(rows(x, B, 1, V), neutral, b.data()).is_ok());
+    EXPECT_EQ(a, b) << "top_k=" << k;
+    std::vector<float> fb(B * V);
+    ASSERT_TRUE(filter_logits(rows(x, B, 1, V), neutral.temperature, neutral.filters, fb.data(), V).is_ok());
+    EXPECT_EQ(fa, fb) << "top_k=" << k;
+  }
 }
 
 TEST(Filters, BadParametersNameTheArgument) {

@@ -82,7 +82,7 @@ Status check_sampling(int64_t B, int64_t V, PerRow<float> temperature, int64_t s
                            "%s: expected one value or one per batch row (B=%lld), got %lld", p.name,
                            (ll)B, (ll)p.count);
   for (int64_t b = 0; b < B; ++b) {
-    const RowSampling r = row_sampling(temperature, f, b);
+    const RowSampling r = row_sampling(temperature, f, b, V);
     const float T = r.temperature;
     if (!(T >= 0.0f && T <= FLT_MAX))
       return Status::error(Code::kInvalidArgument,
@@ -93,10 +93,11 @@ Status check_sampling(int64_t B, int64_t V, PerRow<float> temperature, int64_t s
                            "temperature[%lld] = %g is too small: 1 / temperature overflows float "
                            "(use 0 for greedy)",
                            (ll)b, (double)T);
-    if (r.top_k < 0 || r.top_k > V)
+    if (r.top_k < 0)
       return Status::error(Code::kInvalidArgument,
-                           "top_k[%lld] = %lld: expected 0 (off) .. V=%lld", (ll)b, (ll)r.top_k,
-                           (ll)V);
+                           "top_k[%lld] = %lld: expected a value >= 0 (0 is off; V=%lld or more keeps "
+                           "every token)",
+                           (ll)b, (ll)r.top_k, (ll)V);
     if (!(r.top_p > 0.0f && r.top_p <= 1.0f))
       return Status::error(Code::kInvalidArgument, "top_p[%lld] = %g: expected a value in (0, 1]",
                            (ll)b, (double)r.top_p);
@@ -128,10 +129,11 @@ Status check_sampling(int64_t B, int64_t V, PerRow<float> temperature, int64_t s
   return Status::ok();
 }
 
-RowSampling row_sampling(PerRow<float> temperature, const Filters& f, int64_t b) {
+RowSampling row_sampling(PerRow<float> temperature, const Filters& f, int64_t b, int64_t V) {
   RowSampling r;
   r.temperature = temperature.at(b);
   r.top_k = f.top_k.at_or(b, 0);
+  if (r.top_k >= V) r.top_k = 0;
   r.top_p = f.top_p.at_or(b, 1.0f);
   r.min_p = f.min_p.at_or(b, 0.0f);
   r.penalty = f.repetition_penalty.at_or(b, 1.0f);

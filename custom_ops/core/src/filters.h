@@ -35,7 +35,9 @@ struct RowSampling {
 // of B rows over a vocabulary of V.
 Status check_sampling(int64_t B, int64_t V, PerRow<float> temperature, int64_t seed_count,
                       int64_t offset_count, const Filters& filters);
-RowSampling row_sampling(PerRow<float> temperature, const Filters& filters, int64_t b);
+// Row b's settings over a vocabulary of V; top_k >= V keeps every token (transformers' warper
+// clamps k to V), so it reads as off.
+RowSampling row_sampling(PerRow<float> temperature, const Filters& filters, int64_t b, int64_t V);
 
 // The distinct ids a row's repetition penalty applies to, ascending.
 class PenalizedIds {

@@ -262,7 +262,7 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
   thread_local FilteredRow fp, fq;
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n_draft = params.num_draft ? params.num_draft[b] : K;
-    const RowSampling rs = row_sampling(params.temperature, params.filters, b);
+    const RowSampling rs = row_sampling(params.temperature, params.filters, b, V);
     seen.reset(params.filters, b, rs.penalty != 1.0f);
     int64_t n = n_draft, token = -1;
     if (rs.temperature == 0.0f) {
@@ -365,7 +365,7 @@ Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
   thread_local FilteredRow f;
   for (int64_t b = 0; b < logits.batch; ++b) {
     const void* row = row_bytes(logits, b, 0);
-    const RowSampling rs = row_sampling(params.temperature, params.filters, b);
+    const RowSampling rs = row_sampling(params.temperature, params.filters, b, V);
     seen.reset(params.filters, b, rs.penalty != 1.0f);
     if (rs.temperature == 0.0f) {
       SPEC_EDGE_RETURN_IF_ERROR(
@@ -392,7 +392,7 @@ Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filter
   for (int64_t b = 0; b < logits.batch; ++b) {
     const void* row = row_bytes(logits, b, 0);
     float* y = out + b * out_stride;
-    const RowSampling rs = row_sampling(temperature, filters, b);
+    const RowSampling rs = row_sampling(temperature, filters, b, V);
     seen.reset(filters, b, rs.penalty != 1.0f);
     if (rs.temperature == 0.0f) {
       int64_t token = 0;

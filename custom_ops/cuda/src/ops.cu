@@ -1145,12 +1145,12 @@ Status check_vocab(const Rows& r) {
 
 // Per-row parameters and the penalized ids (PenalizedIds: sorted, deduplicated) of a batch.
 void sampling_rows(PerRow<float> temperature, PerRow<int64_t> seed, PerRow<int64_t> offset,
-                   const Filters& f, int64_t B, Upload* up) {
+                   const Filters& f, int64_t B, int64_t V, Upload* up) {
   up->params.resize(B);
   PenalizedIds ids;
   for (int64_t b = 0; b < B; ++b) {
     RowParams& p = up->params[b];
-    const RowSampling rs = row_sampling(temperature, f, b);
+    const RowSampling rs = row_sampling(temperature, f, b, V);
     p.temperature = rs.temperature;
     p.penalty = rs.penalty;
     p.top_k = rs.top_k;
@@ -1222,7 +1222,7 @@ Status verify(const Rows& target, const Rows& draft, const Tokens& draft_tokens,
   const int64_t B = target.batch, K = target.rows - 1;
   if (B == 0) return Status::ok();
   Upload up;
-  sampling_rows(params.temperature, params.seed, params.offset, params.filters, B, &up);
+  sampling_rows(params.temperature, params.seed, params.offset, params.filters, B, target.vocab, &up);
   for (int64_t b = 0; b < B; ++b) up.params[b].n_draft = params.num_draft ? params.num_draft[b] : K;
   std::vector<int64_t> lengths(B);
   for (int64_t b = 0; b < B; ++b) lengths[b] = up.params[b].n_draft;
@@ -1247,7 +1247,7 @@ Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filter
   if (B == 0) return Status::ok();
   Upload up;
   const int64_t zero = 0;
-  sampling_rows(temperature, {&zero, 1}, {&zero, 1}, filters, B, &up);
+  sampling_rows(temperature, {&zero, 1}, {&zero, 1}, filters, B, logits.vocab, &up);
   Workspace ws(static_cast<cudaStream_t>(stream));
   Launch L{};
   SPEC_EDGE_RETURN_IF_ERROR(ws.prepare(up, B, 0, logits.vocab, true, &L));
@@ -1266,7 +1266,7 @@ Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens, v
   const int64_t B = logits.batch;
   if (B == 0) return Status::ok();
   Upload up;
-  sampling_rows(params.temperature, params.seed, params.offset, params.filters, B, &up);
+  sampling_rows(params.temperature, params.seed, params.offset, params.filters, B, logits.vocab, &up);
   Workspace ws(static_cast<cudaStream_t>(stream));
   Launch L{};
   SPEC_EDGE_RETURN_IF_ERROR(ws.prepare(up, B, 0, logits.vocab, true, &L));

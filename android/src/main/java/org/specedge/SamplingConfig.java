@@ -74,7 +74,7 @@ public final class SamplingConfig {
     }
 
     /**
-     * @param value keep the k most likely tokens (0: off; at most the vocabulary size)
+     * @param value keep the k most likely tokens (0: off; the vocabulary size or more keeps every token)
      * @return this builder
      */
     public Builder topK(int value) {
