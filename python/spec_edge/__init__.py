@@ -31,14 +31,14 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     # The ExecuTorch side loads on first use: importing spec_edge needs only torch.
-    if name == "NativeRunner":
-        from .native_runner import NativeRunner
-        return NativeRunner
+    if name in ("NativeRunner", "NativeTokenizer"):
+        from . import native_runner
+        return getattr(native_runner, name)
     raise AttributeError(f"module 'spec_edge' has no attribute {name!r}")
 
 
 __all__ = [
-    "BatchVerifyResult", "DecodeStats", "Filters", "NativeRunner", "SpeculativeDecoder", "VerifyResult", "accept",
+    "BatchVerifyResult", "DecodeStats", "Filters", "NativeRunner", "NativeTokenizer", "SpeculativeDecoder", "VerifyResult", "accept",
     "accept_with_uniforms", "acceptance_rate", "accepted_length_distribution", "active_isa",
     "available_isas", "draft_free_acceptance_rate", "filter_logits", "expected_accepted_length",
     "expected_tokens_per_round", "greedy_acceptance_rate", "has_cuda_kernels", "inspect", "library_path", "load_library",

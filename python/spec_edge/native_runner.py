@@ -13,13 +13,13 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import executorch as se_executorch
 from ._native import native_library
 from .ops import Filters
-from .runtime import GenerateStats
+from .runtime import GenerateStats, eos_ids
 
 _extension = None
 
@@ -54,9 +54,10 @@ class NativeRunner:
         self.stats = GenerateStats()
 
     def generate(self, prompt_ids, max_new: int, temperature: float = 0.0, filters: Filters = Filters(),
-                 seed: int = 0, speculative: bool = True, eos_token_id: int | None = None,
+                 seed: int = 0, speculative: bool = True, eos_token_id: int | Sequence[int] | None = None,
                  on_tokens: Callable[[list[int]], None] | None = None) -> list[int]:
-        """Up to ``max_new`` new token ids after ``prompt_ids`` (fewer at ``eos_token_id``).
+        """Up to ``max_new`` new token ids after ``prompt_ids`` (fewer at ``eos_token_id``: one id
+        or several; the end token is kept).
 
         ``on_tokens`` receives each round's tokens as soon as they are decided (streaming).
         """
@@ -71,7 +72,7 @@ class NativeRunner:
                                 min_p=float(filters.min_p), repetition_penalty=float(filters.repetition_penalty),
                                 seed=int(seed))
         tokens = self._runner.generate([int(t) for t in prompt_ids], int(max_new), sampling, bool(speculative),
-                                       -1 if eos_token_id is None else int(eos_token_id), on_tokens)
+                                       eos_ids(eos_token_id), on_tokens)
         self.stats = GenerateStats(**self._runner.stats())
         return tokens
 
@@ -85,3 +86,62 @@ class NativeRunner:
         stderr from now on, in this process; hidden by default, as the command-line runner hides
         them without ``--verbose``. Its errors are always shown."""
         _load_extension().show_executorch_info(bool(show))
+
+
+class NativeTokenizer:
+    """The C++ runner's tokenizer over a Hugging Face ``tokenizer.json``: what ``spec-edge-run``,
+    ``NativeRunner`` text and the Android API encode and decode with, on the device without Python.
+
+    Encode and decode equal the ``tokenizers`` library's for the constructs of the Llama 3.x,
+    Qwen2.x, SmolLM2, GPT-2-style and SentencePiece-style (Llama 2) families; a file using anything
+    else is refused at load with a message naming it. BOS and EOS come from the
+    ``tokenizer_config.json`` / ``generation_config.json`` beside the file, when present.
+
+    Example::
+
+        tok = spec_edge.NativeTokenizer("out/tokenizer.json")
+        ids = tok.encode("def parse(path):")            # as Tokenizer.from_file(...).encode(...).ids
+        tok.decode(ids, skip_special_tokens=True), tok.eos_ids
+    """
+
+    def __init__(self, path: str | Path):
+        self._tokenizer = _load_extension().Tokenizer(str(path))
+        self.path = Path(path)
+
+    def encode(self, text: str | bytes, add_special_tokens: bool = True) -> list[int]:
+        """Token ids of ``text`` (bytes: ill-formed UTF-8 reads as U+FFFD, as ``errors="replace"``)."""
+        if not isinstance(text, (str, bytes)):
+            raise TypeError(f"text: expected str or bytes, got {type(text).__name__}")
+        return self._tokenizer.encode(text, bool(add_special_tokens))
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """The text of ``ids``; an id outside ``[0, vocab_size)`` is a ``ValueError``."""
+        return self._tokenizer.decode([int(t) for t in ids], bool(skip_special_tokens))
+
+    def pre_tokenize(self, text: str | bytes) -> list[str]:
+        """The words the model encodes, after added tokens, normalizers and pre-tokenizers (an
+        added token as its text): ``tokenizers``' ``pre_tokenize_str``, for tests and debugging."""
+        return self._tokenizer.pre_tokenize(text)
+
+    def stream(self, skip_special_tokens: bool = True):
+        """The runner's streaming decoder: ``push(ids) -> bytes`` of the characters completed so
+        far, ``finish() -> bytes`` of the rest (the concatenation is ``decode``'s UTF-8)."""
+        return _load_extension().TextStream(self._tokenizer, bool(skip_special_tokens))
+
+    def token_id(self, token: str) -> int:
+        """The id of ``token``, or -1."""
+        return self._tokenizer.token_id(token)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tokenizer.vocab_size
+
+    @property
+    def bos_id(self) -> int:
+        """-1 when the checkpoint names none."""
+        return self._tokenizer.bos_id
+
+    @property
+    def eos_ids(self) -> list[int]:
+        """Every id that ends generation (Llama 3 has three)."""
+        return list(self._tokenizer.eos_ids)

@@ -14,7 +14,9 @@ runs too, given as ``target_pte``: its logits go through ``verify.pte``.
 from __future__ import annotations
 
 import json
+import numbers
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +27,17 @@ from .export import MANIFEST, MANIFEST_FORMAT, OP_VERSIONS, sha256
 from .ops import Filters
 from .pte import inspect
 
+
+
+def eos_ids(eos_token_id) -> list[int]:
+    """``eos_token_id`` (``None``, one id, or several) as the list of ids that end generation."""
+    if eos_token_id is None:
+        return []
+    ids = [eos_token_id] if isinstance(eos_token_id, numbers.Integral) else list(eos_token_id)
+    for t in ids:
+        if not isinstance(t, numbers.Integral) or isinstance(t, bool):
+            raise TypeError(f"eos_token_id: expected an int or a list of ints, got {t!r}")
+    return [int(t) for t in ids]
 
 class ProgramError(RuntimeError):
     """A model directory, manifest or program that spec_edge cannot run."""
@@ -238,8 +251,11 @@ class PteSpeculativeDecoder:
             method.execute([chunk, torch.tensor([start + at])])
 
     def generate(self, prompt_ids, max_new: int, temperature: float = 0.0, filters: Filters = Filters(),
-                 seed: int = 0, speculative: bool = True, eos_token_id: int | None = None) -> list[int]:
-        """Up to ``max_new`` new token ids after ``prompt_ids`` (fewer at ``eos_token_id``)."""
+                 seed: int = 0, speculative: bool = True,
+                 eos_token_id: int | Sequence[int] | None = None) -> list[int]:
+        """Up to ``max_new`` new token ids after ``prompt_ids`` (fewer at ``eos_token_id``: one id
+        or several, such as Llama 3's three; the end token is kept)."""
+        stop_ids = eos_ids(eos_token_id)
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise ValueError("prompt_ids: expected at least one token")
@@ -279,7 +295,7 @@ class PteSpeculativeDecoder:
             for token in emitted[:max_new - len(new)]:
                 new.append(token)
                 context.append(token)
-                if token == eos_token_id:
+                if token in stop_ids:
                     stats.total_s = time.perf_counter() - t_start
                     stats.new_tokens = len(new)
                     self.stats = stats

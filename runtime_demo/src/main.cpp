@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,14 +105,19 @@ int main(int argc, char** argv) {
       tokenizer = std::make_unique<spec_edge::runner::Tokenizer>(
           spec_edge::runner::Tokenizer::load_for_programs(model_dir, runner->vocab_size()));
       prompt = tokenizer->encode(text);
-      if (!have_eos) eos = tokenizer->token_id("<|endoftext|>");
       std::fputs(text.c_str(), stdout);
     }
-    runner->generate(prompt, max_new, sampling, speculative, eos, [&](const std::vector<int64_t>& tokens) {
-      if (tokenizer) std::fputs(tokenizer->decode(tokens).c_str(), stdout);
+    // --eos, else the checkpoint's end tokens (Llama 3 has three), when the text is ours.
+    const std::vector<int64_t> stop_ids = have_eos ? std::vector<int64_t>{eos}
+                                          : tokenizer ? tokenizer->eos_ids() : std::vector<int64_t>{};
+    std::optional<spec_edge::runner::TextStream> stream;
+    if (tokenizer) stream.emplace(*tokenizer);
+    runner->generate(prompt, max_new, sampling, speculative, stop_ids, [&](const std::vector<int64_t>& tokens) {
+      if (stream) std::fputs(stream->push(tokens).c_str(), stdout);
       else for (int64_t t : tokens) std::printf("%lld ", static_cast<long long>(t));
       std::fflush(stdout);
     });
+    if (stream) std::fputs(stream->finish().c_str(), stdout);
     std::printf("\n");
     std::fflush(stdout);
     const auto& s = runner->stats();

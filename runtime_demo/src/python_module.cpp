@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "spec_edge/runner.h"
+#include "spec_edge/tokenizer.h"
 
 namespace py = pybind11;
 using spec_edge::runner::ArgumentError;
@@ -11,6 +12,8 @@ using spec_edge::runner::Runner;
 using spec_edge::runner::RunnerError;
 using spec_edge::runner::Sampling;
 using spec_edge::runner::Stats;
+using spec_edge::runner::TextStream;
+using spec_edge::runner::Tokenizer;
 
 PYBIND11_MODULE(_runner_ext, m) {
   // As the command-line runner: ExecuTorch's info messages (its CPU probing when XNNPACK starts)
@@ -34,7 +37,7 @@ PYBIND11_MODULE(_runner_ext, m) {
       .def(
           "generate",
           [](Runner& runner, const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& sampling,
-             bool speculative, int64_t eos, const py::object& on_tokens) {
+             bool speculative, const std::vector<int64_t>& eos, const py::object& on_tokens) {
             std::function<void(const std::vector<int64_t>&)> stream;
             if (!on_tokens.is_none())
               stream = [&on_tokens](const std::vector<int64_t>& tokens) {
@@ -60,6 +63,26 @@ PYBIND11_MODULE(_runner_ext, m) {
       .def_property_readonly("max_k", &Runner::max_k)
       .def_property_readonly("vocab_size", &Runner::vocab_size)
       .def_property_readonly("max_context_len", &Runner::max_context_len);
+
+  // spec_edge.NativeTokenizer's core: text as str (or bytes, ill-formed UTF-8 reading as U+FFFD).
+  py::class_<Tokenizer>(m, "Tokenizer")
+      .def(py::init([](const std::string& path) { return Tokenizer::load(path); }), py::arg("path"))
+      .def("encode", &Tokenizer::encode, py::arg("text"), py::arg("add_special_tokens"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("decode", &Tokenizer::decode, py::arg("ids"), py::arg("skip_special_tokens"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("pre_tokenize", &Tokenizer::pre_tokenize, py::arg("text"))
+      .def("token_id", &Tokenizer::token_id, py::arg("token"))
+      .def_property_readonly("vocab_size", &Tokenizer::vocab_size)
+      .def_property_readonly("bos_id", &Tokenizer::bos_id)
+      .def_property_readonly("eos_ids", &Tokenizer::eos_ids);
+  // The runner's streaming text; bytes, since a push may end inside no character but the
+  // stream's own output is always whole characters.
+  py::class_<TextStream>(m, "TextStream")
+      .def(py::init<const Tokenizer&, bool>(), py::arg("tokenizer"), py::arg("skip_special_tokens"),
+           py::keep_alive<1, 2>())
+      .def("push", [](TextStream& s, const std::vector<int64_t>& ids) { return py::bytes(s.push(ids)); })
+      .def("finish", [](TextStream& s) { return py::bytes(s.finish()); });
 
   py::class_<Sampling>(m, "Sampling")
       .def(py::init([](float temperature, int64_t top_k, float top_p, float min_p, float repetition_penalty,

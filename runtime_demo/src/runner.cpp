@@ -109,7 +109,7 @@ class ModuleRunner final : public Runner {
   }
 
   std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& s,
-                                bool speculative, int64_t eos,
+                                bool speculative, const std::vector<int64_t>& eos,
                                 const std::function<void(const std::vector<int64_t>&)>& on_tokens) override {
     check(prompt, max_new, s);
     stop_requested_.store(false);
@@ -140,8 +140,8 @@ class ModuleRunner final : public Runner {
       }
       if (static_cast<int64_t>(emitted.size()) > max_new - static_cast<int64_t>(out.size()))
         emitted.resize(max_new - out.size());
-      const auto stop = std::find(emitted.begin(), emitted.end(), eos);
-      const bool at_eos = eos >= 0 && stop != emitted.end();
+      const auto stop = std::find_first_of(emitted.begin(), emitted.end(), eos.begin(), eos.end());
+      const bool at_eos = stop != emitted.end();
       if (at_eos) emitted.erase(stop + 1, emitted.end());
       out.insert(out.end(), emitted.begin(), emitted.end());
       context.insert(context.end(), emitted.begin(), emitted.end());

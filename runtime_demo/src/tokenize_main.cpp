@@ -1,5 +1,7 @@
 // spec-edge-tokenize TOKENIZER_JSON < text: the ids of the text, one line, space-separated;
-// with --decode, ids on stdin become text. What the runner does to a prompt, on its own.
+// with --decode, ids on stdin become text. What the runner does to a prompt and to its output,
+// on its own. --no-special: encode without the post-processor's tokens (BOS); --keep-special:
+// decode special tokens too (the runner's text skips them).
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -11,20 +13,29 @@
 #include "spec_edge/tokenizer.h"
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3 || (argc == 3 && std::string(argv[2]) != "--decode")) {
-    std::fprintf(stderr, "usage: spec-edge-tokenize TOKENIZER_JSON [--decode] < input\n");
+  bool decode = false, add_special = true, keep_special = false, usage = argc < 2;
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--decode") decode = true;
+    else if (flag == "--no-special") add_special = false;
+    else if (flag == "--keep-special") keep_special = true;
+    else usage = true;
+  }
+  if (usage) {
+    std::fprintf(stderr, "usage: spec-edge-tokenize TOKENIZER_JSON [--no-special] < text\n"
+                         "       spec-edge-tokenize TOKENIZER_JSON --decode [--keep-special] < ids\n");
     return 2;
   }
   try {
     const auto tokenizer = spec_edge::runner::Tokenizer::load(argv[1]);
     const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    if (argc == 3) {
+    if (decode) {
       std::vector<int64_t> ids;
       std::istringstream in(input);
       for (int64_t id; in >> id;) ids.push_back(id);
-      std::fputs(tokenizer.decode(ids).c_str(), stdout);
+      std::fputs(tokenizer.decode(ids, /*skip_special_tokens=*/!keep_special).c_str(), stdout);
     } else {
-      for (int64_t id : tokenizer.encode(input)) std::printf("%lld ", static_cast<long long>(id));
+      for (int64_t id : tokenizer.encode(input, add_special)) std::printf("%lld ", static_cast<long long>(id));
       std::printf("\n");
     }
   } catch (const spec_edge::runner::RunnerError& e) {

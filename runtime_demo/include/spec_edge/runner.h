@@ -52,10 +52,12 @@ class Runner {
   static std::unique_ptr<Runner> load(const std::string& model_dir, std::optional<int> k = std::nullopt);
   virtual ~Runner() = default;
 
-  // Up to max_new token ids after prompt (fewer at eos, if eos >= 0). on_tokens receives the
-  // tokens of each round (or step) as soon as they are decided.
+  // Up to max_new token ids after prompt (fewer when one of the ids in eos is emitted: it is kept,
+  // and ends generation). on_tokens receives the tokens of each round (or step) as soon as they
+  // are decided.
   virtual std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new,
-                                        const Sampling& sampling, bool speculative = true, int64_t eos = -1,
+                                        const Sampling& sampling, bool speculative = true,
+                                        const std::vector<int64_t>& eos = {},
                                         const std::function<void(const std::vector<int64_t>&)>& on_tokens = {}) = 0;
 
   // Ends the generate call in flight after the round being decided (that round's tokens are

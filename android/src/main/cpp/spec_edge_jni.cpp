@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <new>
 #include <string>
@@ -25,6 +26,7 @@ using spec_edge::runner::ArgumentError;
 using spec_edge::runner::Runner;
 using spec_edge::runner::RunnerError;
 using spec_edge::runner::Sampling;
+using spec_edge::runner::TextStream;
 using spec_edge::runner::Tokenizer;
 
 constexpr char kRunnerClass[] = "org/specedge/SpeculativeRunner";
@@ -184,14 +186,16 @@ jlongArray native_generate(JNIEnv* env, jclass, jlong handle, jlongArray prompt,
   return guarded<jlongArray>(env, nullptr, [&] {
     Session& s = session(handle);
     const Tokenizer* tokenizer = with_text ? &s.text() : nullptr;
-    std::string pending;  // bytes of a character whose last token has not arrived
+    std::optional<TextStream> stream;  // holds a character whose last token has not arrived
+    if (tokenizer) stream.emplace(*tokenizer);
+    std::string pending;
     std::function<void(const std::vector<int64_t>&)> on_tokens;
     if (callback != nullptr)
       on_tokens = [&](const std::vector<int64_t>& tokens) {
         jlongArray array = java_ids(env, tokens);
         jstring text = nullptr;
         if (tokenizer) {
-          pending += tokenizer->decode(tokens);
+          pending += stream->push(tokens);
           text = java_string(env, pending, /*final=*/false);
         }
         env->CallVoidMethod(callback, g_refs.on_tokens, array, text);
@@ -200,7 +204,10 @@ jlongArray native_generate(JNIEnv* env, jclass, jlong handle, jlongArray prompt,
         if (env->ExceptionCheck()) throw JavaExceptionPending{};  // the callback threw: end the call
       };
     const Sampling sampling{temperature, top_k, top_p, min_p, repetition_penalty, seed};
-    return java_ids(env, s.runner->generate(ids(env, prompt), max_new, sampling, speculative, eos, on_tokens));
+    // Text generation without an explicit end id ends at any of the tokenizer's end tokens.
+    const std::vector<int64_t> stop_ids = eos >= 0 ? std::vector<int64_t>{eos}
+                                          : tokenizer ? tokenizer->eos_ids() : std::vector<int64_t>{};
+    return java_ids(env, s.runner->generate(ids(env, prompt), max_new, sampling, speculative, stop_ids, on_tokens));
   });
 }
 
@@ -231,7 +238,7 @@ jlongArray native_encode(JNIEnv* env, jclass, jlong handle, jstring text) {
 jstring native_decode(JNIEnv* env, jclass, jlong handle, jlongArray tokens) {
   return guarded<jstring>(env, nullptr, [&] {
     Session& s = session(handle);
-    std::string bytes = s.text().decode(ids(env, tokens));
+    std::string bytes = s.text().decode(ids(env, tokens), /*skip_special_tokens=*/true);
     return java_string(env, bytes, /*final=*/true);
   });
 }

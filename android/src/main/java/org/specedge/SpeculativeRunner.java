@@ -26,7 +26,6 @@ public final class SpeculativeRunner implements AutoCloseable {
     System.loadLibrary("spec_edge_jni");
   }
 
-  private static final String END_OF_TEXT = "<|endoftext|>";
 
   private long handle; // the native runner; 0 once closed. Guarded by this.
   private boolean generating; // guarded by this
@@ -86,7 +85,9 @@ public final class SpeculativeRunner implements AutoCloseable {
 
   /**
    * Generates up to {@code maxNew} tokens of text after {@code prompt}, speculatively, ending at
-   * the tokenizer's {@code <|endoftext|>}. The callback receives each round's text.
+   * any of the checkpoint's end tokens ({@code generation_config.json} / {@code
+   * tokenizer_config.json} beside {@code tokenizer.json}, else {@code <|endoftext|>}). The
+   * callback receives each round's text.
    *
    * @param prompt the text to continue
    * @param maxNew the most tokens to generate
@@ -98,7 +99,7 @@ public final class SpeculativeRunner implements AutoCloseable {
     requireNonNull(prompt, "prompt");
     requireNonNull(sampling, "sampling");
     long[] promptIds = encode(prompt);
-    long[] out = run(promptIds, maxNew, sampling, true, tokenId(END_OF_TEXT), callback, true);
+    long[] out = run(promptIds, maxNew, sampling, true, -1, callback, true);
     return decode(out);
   }
 
