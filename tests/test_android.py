@@ -16,6 +16,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from small_pair import K, PROMPT
+from tokenizer_families import FAMILIES, HARD, write_family
 from test_runner import (DEFAULT_PROMPT, NATIVE, RUNS, SAMPLED_FLAGS, default_programs,  # noqa: F401 (fixtures)
                          x86_64_outputs)
 
@@ -143,6 +144,22 @@ def test_the_default_pair_through_the_jni_library(jvm, classes, default_programs
     out = jvm.run(classes, "text", str(default_programs), "4", prompt).stdout.split("\n")
     assert [int(t) for t in out[2].split()] == reference.encode(prompt).ids
     assert out[3].replace("\\n", "\n") == prompt
+
+
+@every_jvm
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_tokenizer_families_through_the_jni_library(jvm, classes, default_programs, family, tmp_path):  # noqa: F811
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    for f in default_programs.iterdir():
+        if f.name != "tokenizer.json":
+            (model_dir / f.name).symlink_to(f)
+    reference = Tokenizer.from_file(str(write_family(family, model_dir)))
+    text = "\n".join(HARD)
+    out = jvm.run(classes, "codec", str(model_dir), text.encode().hex()).stdout.split("\n")
+    ids = reference.encode(text).ids
+    assert [int(t) for t in out[0].split()] == ids
+    assert bytes.fromhex(out[1]).decode() == reference.decode(ids, skip_special_tokens=True)
 
 
 @every_jvm

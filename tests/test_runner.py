@@ -21,6 +21,7 @@ from tokenizers import Tokenizer
 
 import spec_edge
 from small_pair import K, PROMPT
+from tokenizer_families import FAMILIES, HARD, write_family
 
 pytest.importorskip("executorch")
 from spec_edge.demo import DEFAULT_PAIR, exported_pair, per_token_acceptance  # noqa: E402
@@ -123,6 +124,10 @@ def test_native_runner_streams_and_stops_at_eos(pair):
     eos = out[10]
     stopped = native.generate(PROMPT, 40, eos_token_id=eos)
     assert stopped == out[:out.index(eos) + 1]
+    ends = [out[20], out[10]]  # several end ids (Llama 3 has three): the first one emitted ends the call
+    first = min(out.index(t) for t in ends)
+    assert native.generate(PROMPT, 40, eos_token_id=ends) == out[:first + 1]
+    assert PteSpeculativeDecoder(pair / "pair").generate(PROMPT, 40, eos_token_id=ends) == out[:first + 1]
 
     def interrupt(tokens):
         raise KeyboardInterrupt
@@ -278,10 +283,53 @@ def test_the_shipped_programs_keep_the_acceptance_bar(default_programs):
     assert per_token_acceptance(hist) >= 0.6
 
 
+def test_text_generation_stops_at_any_of_the_checkpoints_end_tokens(default_programs, tmp_path):
+    """spec-edge-run --prompt ends at any id of generation_config.json's eos_token_id list."""
+    prompt = RUNS["text"][1]
+    reference = Tokenizer.from_file(str(default_programs / "tokenizer.json"))
+    full = NATIVE.tokens(default_programs, "--max-new", "32", "--k", "4", prompt=reference.encode(prompt).ids)
+    model = tmp_path / "model"
+    model.mkdir()
+    for f in default_programs.iterdir():
+        if f.name != "generation_config.json":
+            (model / f.name).symlink_to(f)
+    ends = [full[20], full[12]]
+    (model / "generation_config.json").write_text(json.dumps({"eos_token_id": ends}))
+    stop_ids = spec_edge.NativeTokenizer(model / "tokenizer.json").eos_ids
+    assert set(ends) <= set(stop_ids)
+    first = min(full.index(t) for t in stop_ids if t in full)
+    out = NATIVE.run("--model-dir", str(model), *RUNS["text"]).stdout.decode()
+    assert out == prompt + reference.decode(full[:first + 1]) + "\n"
+
+
 @other_builds
 @pytest.mark.parametrize("mode", list(RUNS))
 def test_every_build_gives_the_x86_64_tokens(build, mode, default_programs, x86_64_outputs):
     assert build.run("--model-dir", str(default_programs), *RUNS[mode]).stdout == x86_64_outputs[mode]
+
+
+@every_build
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_runners_tokenizer_matches_tokenizers_on_every_family(build, family, tmp_path):
+    path = write_family(family, tmp_path)
+    reference = Tokenizer.from_file(str(path))
+    text = "\n".join(HARD)
+    for flags, add_special in (([], True), (["--no-special"], False)):
+        want = reference.encode(text, add_special_tokens=add_special).ids
+        got = build.run(str(path), *flags, tool="spec-edge-tokenize", stdin=text.encode()).stdout
+        assert [int(t) for t in got.split()] == want
+    for flags, skip in (([], True), (["--keep-special"], False)):
+        back = build.run(str(path), "--decode", *flags, tool="spec-edge-tokenize", stdin=" ".join(map(str, want)).encode())
+        assert back.stdout.decode() == reference.decode(want, skip_special_tokens=skip)
+    # Fuzz: random bytes in, random ids out (ill-formed UTF-8 reads as U+FFFD): no crash, and
+    # the same ids and text as tokenizers.
+    rng = random.Random(family)
+    noise = bytes(rng.randrange(256) for _ in range(4096))
+    got = build.run(str(path), tool="spec-edge-tokenize", stdin=noise).stdout
+    assert [int(t) for t in got.split()] == reference.encode(noise.decode("utf-8", errors="replace")).ids
+    ids = [rng.randrange(reference.get_vocab_size()) for _ in range(2000)]
+    back = build.run(str(path), "--decode", "--keep-special", tool="spec-edge-tokenize", stdin=" ".join(map(str, ids)).encode())
+    assert back.stdout.decode() == reference.decode(ids, skip_special_tokens=False)
 
 
 @every_build

@@ -47,7 +47,9 @@ def test_words_equal_tokenizers_pre_tokenization(family):
 
 def test_ill_formed_utf8_reads_as_replacement_characters(family):
     _, _, ref, native = family
-    for raw in INVALID_UTF8:
+    rng = random.Random(11)
+    noise = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))) for _ in range(300)]
+    for raw in INVALID_UTF8 + noise:
         want = ref.encode(raw.decode("utf-8", errors="replace")).ids
         assert native.encode(raw) == want, raw
 

@@ -51,14 +51,14 @@ def _train(tok: Tokenizer, vocab_size: int, specials: list[str], alphabet: list[
     return tok
 
 
-def llama3() -> Tokenizer:
+def llama3(vocab_size: int = 700) -> Tokenizer:
     specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"]
     tok = Tokenizer(models.BPE(ignore_merges=True))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    _train(tok, 700, [], pre_tokenizers.ByteLevel.alphabet())
+    _train(tok, vocab_size, [], pre_tokenizers.ByteLevel.alphabet())
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
     bos = tok.token_to_id("<|begin_of_text|>")
     tok.post_processor = processors.Sequence([
@@ -68,7 +68,7 @@ def llama3() -> Tokenizer:
     return tok
 
 
-def qwen2() -> Tokenizer:
+def qwen2(vocab_size: int = 700) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -76,14 +76,14 @@ def qwen2() -> Tokenizer:
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    _train(tok, 700, [], pre_tokenizers.ByteLevel.alphabet())
+    _train(tok, vocab_size, [], pre_tokenizers.ByteLevel.alphabet())
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False)
                             for s in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")])
     tok.add_tokens([AddedToken("<tool_call>", special=False, normalized=False)])
     return tok
 
 
-def smollm2() -> Tokenizer:
+def smollm2(vocab_size: int = 600) -> Tokenizer:
     """Its specials are in the model's vocabulary; its byte alphabet is incomplete (unseen bytes dropped)."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -91,15 +91,15 @@ def smollm2() -> Tokenizer:
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    return _train(tok, 600, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    return _train(tok, vocab_size, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
 
 
-def roberta_style() -> Tokenizer:
+def roberta_style(vocab_size: int = 500) -> Tokenizer:
     """Byte-level BPE with add_prefix_space, and added tokens with every flag."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
     tok.decoder = decoders.ByteLevel()
-    _train(tok, 500, [], pre_tokenizers.ByteLevel.alphabet())
+    _train(tok, vocab_size, [], pre_tokenizers.ByteLevel.alphabet())
     tok.add_special_tokens([AddedToken("<mask>", special=True, lstrip=True, rstrip=True, normalized=False),
                             AddedToken("<s>", special=True, normalized=False)])
     tok.add_tokens([AddedToken("[word]", single_word=True, normalized=False),
@@ -123,7 +123,7 @@ def _with_byte_tokens(tok: Tokenizer, string_merges: bool) -> Tokenizer:
     return Tokenizer.from_str(json.dumps(j))
 
 
-def sentencepiece_bpe(style: str) -> Tokenizer:
+def sentencepiece_bpe(style: str, vocab_size: int = 500) -> Tokenizer:
     """style: "legacy" (Llama 2: Prepend + Replace normalizers), "metaspace" (Metaspace first, no
     split), "metaspace_split" (Metaspace always, split; the Metaspace decoder)."""
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
@@ -132,7 +132,7 @@ def sentencepiece_bpe(style: str) -> Tokenizer:
     else:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(
             replacement="▁", prepend_scheme="first" if style == "metaspace" else "always", split=style != "metaspace")
-    _train(tok, 500, ["<unk>", "<s>", "</s>"], limit_alphabet=70)
+    _train(tok, vocab_size, ["<unk>", "<s>", "</s>"], limit_alphabet=70)
     tok = _with_byte_tokens(tok, string_merges=style == "legacy")
     if style == "metaspace_split":
         tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(prepend_scheme="always")])
@@ -146,16 +146,17 @@ def sentencepiece_bpe(style: str) -> Tokenizer:
 
 FAMILIES = {
     "llama3": llama3, "qwen2": qwen2, "smollm2": smollm2, "roberta_style": roberta_style,
-    "llama2_legacy": lambda: sentencepiece_bpe("legacy"), "sentencepiece_metaspace": lambda: sentencepiece_bpe("metaspace"),
-    "sentencepiece_metaspace_split": lambda: sentencepiece_bpe("metaspace_split"),
+    "llama2_legacy": lambda **kw: sentencepiece_bpe("legacy", **kw),
+    "sentencepiece_metaspace": lambda **kw: sentencepiece_bpe("metaspace", **kw),
+    "sentencepiece_metaspace_split": lambda **kw: sentencepiece_bpe("metaspace_split", **kw),
 }
 
 
-def write_family(name: str, directory: Path) -> Path:
-    """directory/tokenizer.json of the family; returns its path."""
+def write_family(name: str, directory: Path, **options) -> Path:
+    """directory/tokenizer.json of the family (options: vocab_size); returns its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "tokenizer.json"
-    FAMILIES[name]().save(str(path))
+    FAMILIES[name](**options).save(str(path))
     return path
 
 

@@ -21,6 +21,7 @@ public final class ApiDriver {
     switch (args[0]) {
       case "tokens": tokens(args); break;
       case "text": text(args); break;
+      case "codec": codec(args); break;
       case "control": control(args[1]); break;
       case "errors": errors(args[1]); break;
       case "load": attempt("load", () -> new SpeculativeRunner(args[1]).close()); break;
@@ -76,6 +77,20 @@ public final class ApiDriver {
       System.out.println(escape(streamed.toString()));
       System.out.println(join(runner.encode(a[3])));
       System.out.println(escape(runner.decode(runner.encode(a[3]))));
+    }
+  }
+
+  // The ids of a text, then their text; texts as UTF-8 hex, so that any text passes unchanged.
+  static void codec(String[] a) {
+    byte[] bytes = new byte[a[2].length() / 2];
+    for (int i = 0; i < bytes.length; ++i) bytes[i] = (byte) Integer.parseInt(a[2].substring(2 * i, 2 * i + 2), 16);
+    try (SpeculativeRunner runner = new SpeculativeRunner(a[1])) {
+      long[] ids = runner.encode(new String(bytes, java.nio.charset.StandardCharsets.UTF_8));
+      System.out.println(join(ids));
+      StringBuilder hex = new StringBuilder();
+      for (byte b : runner.decode(ids).getBytes(java.nio.charset.StandardCharsets.UTF_8))
+        hex.append(String.format("%02x", b & 0xFF));
+      System.out.println(hex);
     }
   }
 
