@@ -147,19 +147,21 @@ def test_the_default_pair_through_the_jni_library(jvm, classes, default_programs
 
 
 @every_jvm
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_the_tokenizer_families_through_the_jni_library(jvm, classes, default_programs, family, tmp_path):  # noqa: F811
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    for f in default_programs.iterdir():
-        if f.name != "tokenizer.json":
-            (model_dir / f.name).symlink_to(f)
-    reference = Tokenizer.from_file(str(write_family(family, model_dir)))
-    text = "\n".join(HARD)
-    out = jvm.run(classes, "codec", str(model_dir), text.encode().hex()).stdout.split("\n")
-    ids = reference.encode(text).ids
-    assert [int(t) for t in out[0].split()] == ids
-    assert bytes.fromhex(out[1]).decode() == reference.decode(ids, skip_special_tokens=True)
+def test_the_tokenizer_families_through_the_jni_library(jvm, classes, default_programs, tmp_path):  # noqa: F811
+    text, args, references = "\n".join(HARD), [], []
+    for family in sorted(FAMILIES):
+        model_dir = tmp_path / family
+        model_dir.mkdir()
+        for f in default_programs.iterdir():
+            if f.name != "tokenizer.json":
+                (model_dir / f.name).symlink_to(f)
+        references.append(Tokenizer.from_file(str(write_family(family, model_dir))))
+        args += [str(model_dir), text.encode().hex()]
+    out = jvm.run(classes, "codec", *args).stdout.split("\n")
+    for family, reference, (ids_line, text_line) in zip(sorted(FAMILIES), references, zip(out[0::2], out[1::2])):
+        ids = reference.encode(text).ids
+        assert [int(t) for t in ids_line.split()] == ids, family
+        assert bytes.fromhex(text_line).decode() == reference.decode(ids, skip_special_tokens=True), family
 
 
 @every_jvm

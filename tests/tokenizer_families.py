@@ -109,16 +109,21 @@ def roberta_style(vocab_size: int = 500) -> Tokenizer:
     return tok
 
 
-def _with_byte_tokens(tok: Tokenizer, string_merges: bool) -> Tokenizer:
-    """Llama 2's layout: <unk> <s> </s>, then <0x00>..<0xFF>, then the learned tokens."""
+def _with_byte_tokens(tok: Tokenizer, legacy: bool) -> Tokenizer:
+    """Llama 2's layout: <unk> <s> </s>, then <0x00>..<0xFF>, then the learned tokens. Legacy
+    files (hf-internal-testing/llama-tokenizer) also write merges as strings and mark the
+    special tokens normalized: they are then matched after the normalizers (as "▁<s>")."""
     j = json.loads(tok.to_str())
+    if legacy:
+        for added in j["added_tokens"]:
+            added["normalized"] = True
     vocab = j["model"]["vocab"]
     learned = sorted((i, t) for t, i in vocab.items() if i >= 3)
     vocab = {t: i for t, i in vocab.items() if i < 3}
     vocab.update({f"<0x{b:02X}>": 3 + b for b in range(256)})
     vocab.update({t: 259 + n for n, (_, t) in enumerate(learned)})
     j["model"]["vocab"] = vocab
-    if string_merges:
+    if legacy:
         j["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m for m in j["model"]["merges"]]
     return Tokenizer.from_str(json.dumps(j))
 
@@ -133,7 +138,7 @@ def sentencepiece_bpe(style: str, vocab_size: int = 500) -> Tokenizer:
         tok.pre_tokenizer = pre_tokenizers.Metaspace(
             replacement="▁", prepend_scheme="first" if style == "metaspace" else "always", split=style != "metaspace")
     _train(tok, vocab_size, ["<unk>", "<s>", "</s>"], limit_alphabet=70)
-    tok = _with_byte_tokens(tok, string_merges=style == "legacy")
+    tok = _with_byte_tokens(tok, legacy=style == "legacy")
     if style == "metaspace_split":
         tok.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(prepend_scheme="always")])
     else:

@@ -80,17 +80,22 @@ public final class ApiDriver {
     }
   }
 
-  // The ids of a text, then their text; texts as UTF-8 hex, so that any text passes unchanged.
+  // For each (model directory, text) pair: the ids of the text, then their text; texts as UTF-8
+  // hex, so that any text passes unchanged. One JVM for many tokenizers (a JVM under qemu starts
+  // slowly).
   static void codec(String[] a) {
-    byte[] bytes = new byte[a[2].length() / 2];
-    for (int i = 0; i < bytes.length; ++i) bytes[i] = (byte) Integer.parseInt(a[2].substring(2 * i, 2 * i + 2), 16);
-    try (SpeculativeRunner runner = new SpeculativeRunner(a[1])) {
-      long[] ids = runner.encode(new String(bytes, java.nio.charset.StandardCharsets.UTF_8));
-      System.out.println(join(ids));
-      StringBuilder hex = new StringBuilder();
-      for (byte b : runner.decode(ids).getBytes(java.nio.charset.StandardCharsets.UTF_8))
-        hex.append(String.format("%02x", b & 0xFF));
-      System.out.println(hex);
+    for (int k = 1; k + 1 < a.length; k += 2) {
+      byte[] bytes = new byte[a[k + 1].length() / 2];
+      for (int i = 0; i < bytes.length; ++i)
+        bytes[i] = (byte) Integer.parseInt(a[k + 1].substring(2 * i, 2 * i + 2), 16);
+      try (SpeculativeRunner runner = new SpeculativeRunner(a[k])) {
+        long[] ids = runner.encode(new String(bytes, java.nio.charset.StandardCharsets.UTF_8));
+        System.out.println(join(ids));
+        StringBuilder hex = new StringBuilder();
+        for (byte b : runner.decode(ids).getBytes(java.nio.charset.StandardCharsets.UTF_8))
+          hex.append(String.format("%02x", b & 0xFF));
+        System.out.println(hex);
+      }
     }
   }
 

@@ -378,7 +378,13 @@ Tokenizer Tokenizer::load(const std::string& path) {
   t.id_to_token.assign(size, "");
   t.kind.assign(size, 0);
   for (const auto& [token, id] : t.model->vocab()) t.id_to_token[id] = token, t.kind[id] = 1;
-  for (const AddedToken& a : t.added) t.id_to_token[a.id] = a.content, t.kind[a.id] = a.special ? 3 : 2;
+  // A normalized added token decodes as its normalized text, as in tokenizers >= 0.23 ("<s>"
+  // matched as "▁<s>" decodes so); skip_special_tokens compares that text with the special
+  // tokens' contents, so such a token is not skipped there either.
+  for (const AddedToken& a : t.added) {
+    t.id_to_token[a.id] = a.normalized ? t.normalize(a.content) : a.content;
+    t.kind[a.id] = a.special ? 3 : 2;
+  }
   for (int64_t id : t.prefix)
     if (id < 0 || id >= size) throw RunnerError(path + ": malformed tokenizer: post-processor id " + std::to_string(id));
 
