@@ -4,6 +4,7 @@ models, aarch64 with sanitizers) gives the same tokens and refuses bad input wit
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -201,13 +202,31 @@ def test_corrupted_programs_and_manifests_are_refused(build, pair, tmp_path):
         return result.stderr.decode()
 
     data = (d / "target.pte").read_bytes()
+    good = (d / "manifest.json").read_text()
     (d / "target.pte").write_bytes(data[:len(data) // 3])
+    assert "target.pte: does not match the manifest's sha256" in refused("--prompt-ids", "1,2")
+    # A program that matches its (edited) hash but is truncated: ExecuTorch's own error, always shown.
+    manifest = json.loads(good)
+    manifest["programs"]["target.pte"] = hashlib.sha256(data[:len(data) // 3]).hexdigest()
+    (d / "manifest.json").write_text(json.dumps(manifest))
     message = refused("--prompt-ids", "1,2")
-    assert "target.pte" in message
-    assert re.search(r"^E .*executorch:", message, re.M), message  # ExecuTorch's own error: always shown
-    (d / "target.pte").write_bytes(data[:100])
-    assert "target.pte" in refused("--prompt-ids", "1,2")
+    assert "target.pte: not a loadable ExecuTorch program" in message
+    assert re.search(r"^E .*executorch:", message, re.M), message
+    del manifest["programs"]["draft.pte"]
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    assert "programs: expected the sha256 of draft.pte" in refused("--prompt-ids", "1,2")
+    # Changed bytes, not a truncation: refused by the hash, every flip.
     shutil.copy(pair / "pair" / "target.pte", d / "target.pte")
+    (d / "manifest.json").write_text(good)
+    draft = (d / "draft.pte").read_bytes()
+    rng = random.Random(3)
+    for _ in range(3 if build.qemu_cpu else 20):
+        flipped = bytearray(draft)
+        at = rng.randrange(len(flipped))
+        flipped[at] ^= 1 << rng.randrange(8)
+        (d / "draft.pte").write_bytes(bytes(flipped))
+        assert "draft.pte: does not match the manifest's sha256" in refused("--prompt-ids", "1,2")
+    shutil.copy(pair / "pair" / "draft.pte", d / "draft.pte")
     manifest = json.loads((d / "manifest.json").read_text())
     manifest["ops"]["spec_edge::verify"] = 99
     (d / "manifest.json").write_text(json.dumps(manifest))
@@ -218,6 +237,26 @@ def test_corrupted_programs_and_manifests_are_refused(build, pair, tmp_path):
     shutil.copy(DEFAULT_PAIR / "target" / "tokenizer.json", d / "tokenizer.json")  # V=4096 for 48-token programs
     (d / "manifest.json").write_text((pair / "pair" / "manifest.json").read_text())
     assert "more than the programs' vocabulary of 48" in refused("--prompt", "def f():")
+
+
+MANIFEST_FIELDS = [("prefill_chunk", -1), ("prefill_chunk", 0), ("prefill_chunk", 97), ("k", 2**32 + 8), ("k", True),
+                   ("k", 8.5), ("k", 0), ("vocab_size", "48"), ("max_context_len", 1), ("max_context_len", 2**63 + 5)]
+
+
+@every_build
+def test_manifest_fields_are_checked_before_any_program_runs(build, pair, tmp_path):
+    """Each field of the C++ runner's manifest: an integer in its range, as the Python loop checks."""
+    d = shutil.copytree(pair / "pair", tmp_path / "m")
+    good = json.loads((d / "manifest.json").read_text())
+    for key, value in MANIFEST_FIELDS:
+        (d / "manifest.json").write_text(json.dumps({**good, key: value}))
+        expected = f"manifest.json: {key} = {json.dumps(value)}: expected an integer in"
+        result = build.run("--model-dir", str(d), "--prompt-ids", "1,2", check=False)
+        assert result.returncode == 1 and expected in result.stderr.decode(), (key, value, result.stderr.decode())
+        if build is NATIVE:
+            for load in (spec_edge.NativeRunner, PteSpeculativeDecoder):
+                with pytest.raises(ProgramError, match=re.escape(expected)):
+                    load(d)
 
 
 # ---- the same tokens on every build (the default pair) ---------------------------------------

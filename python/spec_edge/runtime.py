@@ -39,6 +39,15 @@ def eos_ids(eos_token_id) -> list[int]:
             raise TypeError(f"eos_token_id: expected an int or a list of ints, got {t!r}")
     return [int(t) for t in ids]
 
+def _manifest_int(manifest: dict, path: Path, key: str, lo: int, hi: int) -> int:
+    """A manifest number: an int (not a bool, not 8.5) in [lo, hi], or a ProgramError naming it
+    (the C++ runner's manifest_int, word for word)."""
+    value = manifest[key]
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+        raise ProgramError(f"{path}: {key} = {json.dumps(value)}: expected an integer in [{lo}, {hi}]")
+    return value
+
+
 class ProgramError(RuntimeError):
     """A model directory, manifest or program that spec_edge cannot run."""
 
@@ -122,10 +131,11 @@ class PteSpeculativeDecoder:
                                "written by export/export_pair.py?)")
         try:
             self.manifest = json.loads(manifest_path.read_text())
-            self.vocab_size = int(self.manifest["vocab_size"])
-            self.max_k = int(self.manifest["k"])
-            self.max_context_len = int(self.manifest["max_context_len"])
-            self.prefill_chunk = int(self.manifest["prefill_chunk"])
+            field = lambda key, lo, hi: _manifest_int(self.manifest, manifest_path, key, lo, hi)  # noqa: E731
+            self.vocab_size = field("vocab_size", 1, 2**31)
+            self.max_context_len = field("max_context_len", 2, 2**31)
+            self.max_k = field("k", 1, min(self.max_context_len - 1, 4096))
+            self.prefill_chunk = field("prefill_chunk", 1, self.max_context_len)
             programs = dict(self.manifest["programs"])
         except (ValueError, KeyError, TypeError) as error:
             raise ProgramError(f"{manifest_path}: malformed manifest ({error!r})") from error

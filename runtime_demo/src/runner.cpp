@@ -13,6 +13,7 @@
 
 #include "program_format.h"  // kManifestFormat, kOpVersions (the programs carry the versions too)
 #include "read_file.h"
+#include "sha256.h"
 
 namespace spec_edge::runner {
 namespace {
@@ -34,7 +35,7 @@ std::unique_ptr<Module> load_program(const std::string& path, const std::vector<
   open_file(path, kModelDirHint);  // a clear error when the file is missing
   auto module = std::make_unique<Module>(path, Module::LoadMode::Mmap, nullptr, nullptr, nullptr,
                                          /*share_memory_arenas=*/true);
-  if (module->load() != Error::Ok)
+  if (module->load(executorch::runtime::Program::Verification::InternalConsistency) != Error::Ok)
     throw RunnerError(path + ": not a loadable ExecuTorch program (truncated or corrupted?)");
   for (const std::string& m : methods) {
     const Error e = module->load_method(m);
@@ -44,6 +45,29 @@ std::unique_ptr<Module> load_program(const std::string& path, const std::vector<
                         "or XNNPACK");
   }
   return module;
+}
+
+// A manifest number: an integer (not a boolean, not 8.5) in [lo, hi], or an error naming it.
+int64_t manifest_int(const nlohmann::json& manifest, const std::string& path, const char* key, int64_t lo,
+                     int64_t hi) {
+  const nlohmann::json& v = manifest.at(key);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) ||
+      v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    throw RunnerError(path + ": " + key + " = " + v.dump() + ": expected an integer in [" + std::to_string(lo) +
+                      ", " + std::to_string(hi) + "]");
+  return v.get<int64_t>();
+}
+
+// The program's bytes against the manifest's sha256, before ExecuTorch reads them.
+void check_hash(const nlohmann::json& manifest, const std::string& manifest_path, const std::string& dir,
+                const std::string& name) {
+  const nlohmann::json& programs = manifest.at("programs");
+  if (!programs.is_object() || !programs.contains(name) || !programs.at(name).is_string())
+    throw RunnerError(manifest_path + ": programs: expected the sha256 of " + name);
+  const std::string path = dir + "/" + name;
+  open_file(path, kModelDirHint);
+  if (sha256_file(path) != programs.at(name).get<std::string>())
+    throw RunnerError(path + ": does not match the manifest's sha256 (rebuilt or corrupted since export)");
 }
 
 int64_t constant(Module& program, const std::string& path, const std::string& method) {
@@ -74,13 +98,14 @@ class ModuleRunner final : public Runner {
     const std::string manifest_path = dir + "/manifest.json";
     try {
       manifest = nlohmann::json::parse(read_file(manifest_path, kModelDirHint));
-      if (manifest.at("format").get<int>() != kManifestFormat)
+      const nlohmann::json& format = manifest.at("format");
+      if (!format.is_number_integer() || format.get<int64_t>() != kManifestFormat)
         throw RunnerError(manifest_path + ": manifest format " + manifest.at("format").dump() +
                           "; this runner reads format " + std::to_string(kManifestFormat));
-      vocab_ = manifest.at("vocab_size").get<int64_t>();
-      max_k_ = manifest.at("k").get<int>();
-      context_ = manifest.at("max_context_len").get<int64_t>();
-      chunk_ = manifest.at("prefill_chunk").get<int64_t>();
+      vocab_ = manifest_int(manifest, manifest_path, "vocab_size", 1, int64_t{1} << 31);
+      context_ = manifest_int(manifest, manifest_path, "max_context_len", 2, int64_t{1} << 31);
+      max_k_ = static_cast<int>(manifest_int(manifest, manifest_path, "k", 1, std::min<int64_t>(context_ - 1, 4096)));
+      chunk_ = manifest_int(manifest, manifest_path, "prefill_chunk", 1, context_);
       if (manifest.at("ops").get<std::map<std::string, int64_t>>() != kOpVersions)
         throw RunnerError(manifest_path + ": programs built for op versions " + manifest.at("ops").dump() +
                           ", this runner has others: export them again");
@@ -91,6 +116,12 @@ class ModuleRunner final : public Runner {
     if (k_ < 1 || k_ > max_k_)
       throw RunnerError("k: the programs were exported for K up to " + std::to_string(max_k_) + ", got k=" +
                         std::to_string(k_));
+    try {
+      check_hash(manifest, manifest_path, dir, "draft.pte");
+      check_hash(manifest, manifest_path, dir, "target.pte");
+    } catch (const nlohmann::json::exception& e) {
+      throw RunnerError(manifest_path + ": malformed manifest (" + e.what() + ")");
+    }
     draft_ = load_program(dir + "/draft.pte", {"prefill", "draft_step"});
     target_ = load_program(dir + "/target.pte", {"prefill", "decode_step", "verify"});
     for (const auto& [program, name] : {std::pair<Module*, const char*>{draft_.get(), "draft.pte"},
