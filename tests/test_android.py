@@ -5,6 +5,7 @@ Android-only code compiles for the aarch64-linux-android target."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
+
+import spec_edge
 
 from small_pair import K, PROMPT
 from tokenizer_families import FAMILIES, HARD, write_family
@@ -162,6 +165,23 @@ def test_the_tokenizer_families_through_the_jni_library(jvm, classes, default_pr
         ids = reference.encode(text).ids
         assert [int(t) for t in ids_line.split()] == ids, family
         assert bytes.fromhex(text_line).decode() == reference.decode(ids, skip_special_tokens=True), family
+
+
+@every_jvm
+def test_text_generation_stops_at_any_of_the_checkpoints_end_tokens(jvm, classes, default_programs, tmp_path):  # noqa: F811
+    prompt = RUNS["text"][1]
+    reference = Tokenizer.from_file(str(default_programs / "tokenizer.json"))
+    full, _ = driver_tokens(jvm, classes, default_programs, 4, 32, True, GREEDY, reference.encode(prompt).ids)
+    model = tmp_path / "model"
+    model.mkdir()
+    for f in default_programs.iterdir():
+        if f.name != "generation_config.json":
+            (model / f.name).symlink_to(f)
+    (model / "generation_config.json").write_text(json.dumps({"eos_token_id": [full[20], full[12]]}))
+    stop_ids = spec_edge.NativeTokenizer(model / "tokenizer.json").eos_ids
+    first = min(full.index(t) for t in stop_ids if t in full)
+    text = jvm.run(classes, "text", str(model), "32", prompt).stdout.split("\n")[0]
+    assert text.replace("\\n", "\n").replace("\\\\", "\\") == reference.decode(full[:first + 1])
 
 
 @every_jvm

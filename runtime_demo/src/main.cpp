@@ -33,6 +33,9 @@ double number(const char* flag, const char* text) {
   return v;
 }
 
+// Text as bytes: a NUL inside (a token of byte 0) is printed too, where fputs would stop.
+void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
 int64_t integer(const char* flag, const char* text) {
   char* end = nullptr;
   const long long v = std::strtoll(text, &end, 10);
@@ -105,7 +108,7 @@ int main(int argc, char** argv) {
       tokenizer = std::make_unique<spec_edge::runner::Tokenizer>(
           spec_edge::runner::Tokenizer::load_for_programs(model_dir, runner->vocab_size()));
       prompt = tokenizer->encode(text);
-      std::fputs(text.c_str(), stdout);
+      print(text);
     }
     // --eos, else the checkpoint's end tokens (Llama 3 has three), when the text is ours.
     const std::vector<int64_t> stop_ids = have_eos ? std::vector<int64_t>{eos}
@@ -113,11 +116,11 @@ int main(int argc, char** argv) {
     std::optional<spec_edge::runner::TextStream> stream;
     if (tokenizer) stream.emplace(*tokenizer);
     runner->generate(prompt, max_new, sampling, speculative, stop_ids, [&](const std::vector<int64_t>& tokens) {
-      if (stream) std::fputs(stream->push(tokens).c_str(), stdout);
+      if (stream) print(stream->push(tokens));
       else for (int64_t t : tokens) std::printf("%lld ", static_cast<long long>(t));
       std::fflush(stdout);
     });
-    if (stream) std::fputs(stream->finish().c_str(), stdout);
+    if (stream) print(stream->finish());
     std::printf("\n");
     std::fflush(stdout);
     const auto& s = runner->stats();

@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
       std::vector<int64_t> ids;
       std::istringstream in(input);
       for (int64_t id; in >> id;) ids.push_back(id);
-      std::fputs(tokenizer.decode(ids, /*skip_special_tokens=*/!keep_special).c_str(), stdout);
+      const std::string text = tokenizer.decode(ids, /*skip_special_tokens=*/!keep_special);
+      std::fwrite(text.data(), 1, text.size(), stdout);  // NUL bytes included
     } else {
       for (int64_t id : tokenizer.encode(input, add_special)) std::printf("%lld ", static_cast<long long>(id));
       std::printf("\n");
