@@ -150,6 +150,12 @@ def test_native_runner_streams_and_stops_at_eos(pair):
     (lambda d: spec_edge.NativeRunner(d / "pair").generate([], 4), ValueError, "prompt: expected at least one"),
     (lambda d: spec_edge.NativeRunner(d / "pair").generate([1, 48], 4), ValueError, r"ids must be in \[0, 48\)"),
     (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], -1), ValueError, "max_new: expected >= 0"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 2**62), ValueError, "exceeds the context length 96"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4.7), TypeError, "max_new: expected an integer, got 4.7"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4, seed=True), TypeError, "seed: expected an integer"),
+    (lambda d: spec_edge.NativeRunner(d / "pair", k=2.9), TypeError, "k: expected an integer, got 2.9"),
+    (lambda d: PteSpeculativeDecoder(d / "pair", k=2.9), TypeError, "k: expected an integer, got 2.9"),
+    (lambda d: PteSpeculativeDecoder(d / "pair").generate([1], 4.7), TypeError, "max_new: expected an integer"),
     (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 93), ValueError, "exceeds the context length 96"),
     (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4, temperature=float("nan")), ValueError,
      "temperature: expected >= 0"),
@@ -184,6 +190,14 @@ def test_native_runner_bad_input(pair, call, error, message):
     (["{dir}", "--prompt-ids", "1,2", "--top-p", "1.5"], "top_p: expected in"),
     (["{dir}", "--prompt-ids", "1,2", "--temperature", "-1"], "temperature: expected >= 0"),
     (["{dir}", "--prompt", "hello"], "tokenizer.json: not found"),
+    (["{dir}", "--prompt-ids", "1,2", "--k", "4294967297"], r"--k: expected an integer in \[-2147483648, 2147483647\]"),
+    (["{dir}", "--prompt-ids", "1,2", "--max-new", "9223372036854775807"], "exceeds the context length 96"),
+    (["{dir}", "--prompt-ids", "1,2", "--max-new", "99999999999999999999"], r"--max-new: expected an integer in \[0,"),
+    (["{dir}", "--prompt-ids", "1,2", "--seed", "1e20"], "--seed: expected an integer, got '1e20'"),
+    (["{dir}", "--prompt-ids", "1,2", "--seed", "-99999999999999999999"], "--seed: expected an integer in"),
+    (["{dir}", "--prompt-ids", "1,2", "--top-k", "-1"], r"--top-k: expected an integer in \[0,"),
+    (["{dir}", "--prompt-ids", "1,2", "--stats-json", "/nonexistent/s.json"],
+     "--stats-json: the directory '/nonexistent' does not exist or is not writable"),
 ])
 def test_bad_input_is_a_message_and_an_exit_status(build, pair, flags, message):
     flags = [f for flag in flags for f in (["--model-dir", str(pair / "pair")] if flag == "{dir}" else [flag])]

@@ -19,7 +19,7 @@ from pathlib import Path
 from . import executorch as se_executorch
 from ._native import native_library
 from .ops import Filters
-from .runtime import GenerateStats, eos_ids
+from .runtime import GenerateStats, eos_ids, integer
 
 _extension = None
 
@@ -47,7 +47,7 @@ class NativeRunner:
     """
 
     def __init__(self, model_dir: str | Path, k: int | None = None):
-        self._runner = _load_extension().Runner(str(model_dir), None if k is None else int(k))
+        self._runner = _load_extension().Runner(str(model_dir), None if k is None else integer(k, "k"))
         self.dir = Path(model_dir)
         self.k, self.max_k = self._runner.k, self._runner.max_k
         self.vocab_size, self.max_context_len = self._runner.vocab_size, self._runner.max_context_len
@@ -70,8 +70,8 @@ class NativeRunner:
         ext = _load_extension()
         sampling = ext.Sampling(temperature=float(temperature), top_k=int(filters.top_k), top_p=float(filters.top_p),
                                 min_p=float(filters.min_p), repetition_penalty=float(filters.repetition_penalty),
-                                seed=int(seed))
-        tokens = self._runner.generate([int(t) for t in prompt_ids], int(max_new), sampling, bool(speculative),
+                                seed=integer(seed, "seed"))
+        tokens = self._runner.generate([int(t) for t in prompt_ids], integer(max_new, "max_new"), sampling, bool(speculative),
                                        eos_ids(eos_token_id), on_tokens)
         self.stats = GenerateStats(**self._runner.stats())
         return tokens

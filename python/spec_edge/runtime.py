@@ -29,6 +29,13 @@ from .pte import inspect
 
 
 
+def integer(value, name: str) -> int:
+    """An int argument as an int: a float (2.9) or a bool is a TypeError naming it, never truncated."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        raise TypeError(f"{name}: expected an integer, got {value!r}")
+    return int(value)
+
+
 def eos_ids(eos_token_id) -> list[int]:
     """``eos_token_id`` (``None``, one id, or several) as the list of ids that end generation."""
     if eos_token_id is None:
@@ -145,6 +152,7 @@ class PteSpeculativeDecoder:
         if self.manifest.get("ops") != OP_VERSIONS:
             raise ProgramError(f"{manifest_path}: programs built for op versions {self.manifest.get('ops')}, "
                                f"this spec_edge has {OP_VERSIONS}: export them again")
+        k = None if k is None else integer(k, "k")
         if k is not None and not 1 <= k <= self.max_k:
             raise ProgramError(f"k: the programs were exported for K up to {self.max_k}, got k={k}")
         self.k = self.max_k if k is None else k
@@ -266,6 +274,7 @@ class PteSpeculativeDecoder:
         """Up to ``max_new`` new token ids after ``prompt_ids`` (fewer at ``eos_token_id``: one id
         or several, such as Llama 3's three; the end token is kept)."""
         stop_ids = eos_ids(eos_token_id)
+        max_new, seed = integer(max_new, "max_new"), integer(seed, "seed")
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise ValueError("prompt_ids: expected at least one token")

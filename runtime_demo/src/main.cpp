@@ -1,4 +1,6 @@
 // spec-edge-run: speculative decoding over an exported model directory, on the device.
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "spec_edge/runner.h"
 #include "spec_edge/tokenizer.h"
@@ -33,13 +36,26 @@ double number(const char* flag, const char* text) {
   return v;
 }
 
+// A file that can be written, checked before any program runs (the decoding is not wasted).
+void writable_or_fail(const std::string& flag, const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  if (access(dir.c_str(), W_OK) != 0)
+    fail(flag + ": the directory '" + dir + "' does not exist or is not writable");
+}
+
 // Text as bytes: a NUL inside (a token of byte 0) is printed too, where fputs would stop.
 void print(const std::string& text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
-int64_t integer(const char* flag, const char* text) {
+// A decimal integer in [lo, hi]: no silent wrap (--k 4294967297), no clamping (--seed 1e30).
+int64_t integer(const char* flag, const char* text, int64_t lo = INT64_MIN, int64_t hi = INT64_MAX) {
   char* end = nullptr;
+  errno = 0;
   const long long v = std::strtoll(text, &end, 10);
   if (end == text || *end != '\0') fail(std::string(flag) + ": expected an integer, got '" + text + "'");
+  if (errno == ERANGE || v < lo || v > hi)
+    fail(std::string(flag) + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+         "], got '" + text + "'");
   return v;
 }
 
@@ -86,16 +102,16 @@ int main(int argc, char** argv) {
     if (flag == "--model-dir") model_dir = value;
     else if (flag == "--prompt-ids") prompt = ids(value);
     else if (flag == "--prompt") text = value, have_text = true;
-    else if (flag == "--max-new") max_new = integer("--max-new", value);
-    else if (flag == "--k") k = static_cast<int>(integer("--k", value));
+    else if (flag == "--max-new") max_new = integer("--max-new", value, 0);
+    else if (flag == "--k") k = static_cast<int>(integer("--k", value, INT32_MIN, INT32_MAX));
     else if (flag == "--temperature") sampling.temperature = static_cast<float>(number("--temperature", value));
-    else if (flag == "--top-k") sampling.top_k = integer("--top-k", value);
+    else if (flag == "--top-k") sampling.top_k = integer("--top-k", value, 0);
     else if (flag == "--top-p") sampling.top_p = static_cast<float>(number("--top-p", value));
     else if (flag == "--min-p") sampling.min_p = static_cast<float>(number("--min-p", value));
     else if (flag == "--repetition-penalty") sampling.repetition_penalty = static_cast<float>(number(flag.c_str(), value));
     else if (flag == "--seed") sampling.seed = integer("--seed", value);
     else if (flag == "--eos") eos = integer("--eos", value), have_eos = true;
-    else if (flag == "--stats-json") stats_json = value;
+    else if (flag == "--stats-json") stats_json = value, writable_or_fail(flag, stats_json);
     else fail("unknown flag '" + flag + "'\n" + kUsage);
   }
   if (model_dir.empty()) fail(std::string("--model-dir is required\n") + kUsage);
@@ -140,7 +156,8 @@ int main(int argc, char** argv) {
                           {"accepted", s.accepted},     {"accepted_hist", s.accepted_hist},
                           {"prefill_s", s.prefill_s},   {"draft_s", s.draft_s}, {"target_s", s.target_s},
                           {"total_s", s.total_s},       {"tokens_per_s", s.tokens_per_s()}};
-      std::ofstream(stats_json) << j.dump(2) << "\n";
+      std::ofstream out(stats_json);
+      if (!(out << j.dump(2) << "\n")) fail("--stats-json: cannot write " + stats_json, 1);
     }
   } catch (const spec_edge::runner::RunnerError& e) {
     fail(e.what(), 1);

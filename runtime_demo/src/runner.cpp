@@ -198,7 +198,7 @@ class ModuleRunner final : public Runner {
       if (t < 0 || t >= vocab_)
         throw ArgumentError("prompt: ids must be in [0, " + std::to_string(vocab_) + "), got " + std::to_string(t));
     if (max_new < 0) throw ArgumentError("max_new: expected >= 0, got " + std::to_string(max_new));
-    if (static_cast<int64_t>(prompt.size()) + max_new + k_ + 1 > context_)
+    if (max_new > context_ || static_cast<int64_t>(prompt.size()) + max_new + k_ + 1 > context_)  // no overflow
       throw ArgumentError("prompt (" + std::to_string(prompt.size()) + " tokens) + max_new (" + std::to_string(max_new) +
                         ") + K+1 (" + std::to_string(k_ + 1) + ") exceeds the context length " +
                         std::to_string(context_));
