@@ -20,7 +20,7 @@ import spec_edge
 
 from small_pair import K, PROMPT
 from tokenizer_families import FAMILIES, HARD, write_family
-from test_runner import (DEFAULT_PROMPT, NATIVE, RUNS, SAMPLED_FLAGS, default_programs,  # noqa: F401 (fixtures)
+from test_runner import (DEFAULT_PROMPT, NATIVE, RUNS, SAMPLED_FLAGS, default_programs, end_ids,  # noqa: F401
                          x86_64_outputs)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,7 +177,7 @@ def test_text_generation_stops_at_any_of_the_checkpoints_end_tokens(jvm, classes
     for f in default_programs.iterdir():
         if f.name != "generation_config.json":
             (model / f.name).symlink_to(f)
-    (model / "generation_config.json").write_text(json.dumps({"eos_token_id": [full[20], full[12]]}))
+    (model / "generation_config.json").write_text(json.dumps({"eos_token_id": end_ids(full)}))
     stop_ids = spec_edge.NativeTokenizer(model / "tokenizer.json").eos_ids
     first = min(full.index(t) for t in stop_ids if t in full)
     text = jvm.run(classes, "text", str(model), "32", prompt).stdout.split("\n")[0]
