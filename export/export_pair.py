@@ -1,10 +1,13 @@
 """Export a draft/target pair to draft.pte, target.pte, verify.pte and manifest.json.
 
-Models are ExecuTorch's Llama-family transformer, given either as local Hugging Face checkpoint
-directories (config.json + safetensors + tokenizer.json; Llama 3.x, SmolLM, Qwen2.x) or as JSON
-files of spec_edge.export.ModelConfig fields with, optionally, a state dict (torch.save) of
-their weights (random, seeded weights otherwise: useful for trying the pipeline).
+Models are ExecuTorch's Llama-family transformer, given as GGUF files (llama.cpp's format, any
+quantization the gguf package reads; the tokenizer comes from the file's metadata), as local
+Hugging Face checkpoint directories (config.json + safetensors + tokenizer.json; Llama 3.x,
+SmolLM, Qwen2.x), or as JSON files of spec_edge.export.ModelConfig fields with, optionally, a
+state dict (torch.save) of their weights (random, seeded weights otherwise: useful for trying
+the pipeline).
 
+    python export/export_pair.py --gguf-target FILE --gguf-draft FILE --k 8 --out OUT [--max-context 512]
     python export/export_pair.py --hf-target DIR --hf-draft DIR --k 8 --out OUT [--max-context 512]
     python export/export_pair.py --target target.json [--target-weights t.pt] \\
         --draft draft.json [--draft-weights d.pt] --k 4 --out OUT [--tokenizer tokenizer.json]
@@ -43,14 +46,16 @@ def load_json_model(config_path: str, weights: str | None, seed: int):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--gguf-target", metavar="FILE", help="target: GGUF file")
     target.add_argument("--hf-target", metavar="DIR", help="target: local Hugging Face checkpoint directory")
     target.add_argument("--target", metavar="JSON", help="target: ModelConfig JSON")
     draft = parser.add_mutually_exclusive_group(required=True)
+    draft.add_argument("--gguf-draft", metavar="FILE", help="draft: GGUF file")
     draft.add_argument("--hf-draft", metavar="DIR", help="draft: local Hugging Face checkpoint directory")
     draft.add_argument("--draft", metavar="JSON", help="draft: ModelConfig JSON")
     parser.add_argument("--target-weights")
     parser.add_argument("--draft-weights")
-    parser.add_argument("--max-context", type=int, help="context length of the programs from checkpoints "
+    parser.add_argument("--max-context", type=int, help="context length of the programs from GGUF files or checkpoints "
                         "(default: the checkpoint's, at most 512)")
     parser.add_argument("--k", type=int, default=4, help="most draft tokens per round")
     parser.add_argument("--out", required=True, help="output directory")
@@ -64,13 +69,18 @@ def main(argv=None):
     parser.add_argument("--quantize-draft", choices=QUANTIZE_MODES, help="the draft alone (default: as --quantize)")
     parser.add_argument("--group-size", type=int, default=32, help="weight group size for 8da4w")
     args = parser.parse_args(argv)
-    if bool(args.hf_target) != bool(args.hf_draft):
-        parser.error("give both models as checkpoints (--hf-target, --hf-draft) or both as configs "
-                     "(--target, --draft)")
+    kinds = {"GGUF files (--gguf-target, --gguf-draft)": (args.gguf_target, args.gguf_draft),
+             "checkpoints (--hf-target, --hf-draft)": (args.hf_target, args.hf_draft),
+             "configs (--target, --draft)": (args.target, args.draft)}
+    if not any(target and draft for target, draft in kinds.values()):
+        parser.error(f"give both models the same way: as {', as '.join(kinds)}")
     options = dict(prefill_chunk=args.prefill_chunk, xnnpack=not args.no_xnnpack, quantize=args.quantize,
                    quantize_draft=args.quantize_draft, group_size=args.group_size)
     try:
-        if args.hf_target:
+        if args.gguf_target:
+            from spec_edge.gguf_checkpoint import export_gguf_pair
+            out = export_gguf_pair(args.gguf_target, args.gguf_draft, args.k, args.out, args.max_context, **options)
+        elif args.hf_target:
             from spec_edge.hf import export_hf_pair
             out = export_hf_pair(args.hf_target, args.hf_draft, args.k, args.out, args.max_context, **options)
         else:

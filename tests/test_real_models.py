@@ -6,6 +6,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+import torch
 
 import spec_edge
 from tokenizer_families import HARD
@@ -45,3 +46,44 @@ def test_the_native_tokenizer_equals_transformers_on_the_gguf_tokenizers(name, t
         assert native.encode(text) == ids, text[:80]
         for skip in (False, True):
             assert native.decode(ids, skip) == reference.decode(ids, skip_special_tokens=skip)
+
+
+def transformers_model(path: Path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    return transformers.AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                             dtype=torch.float32).eval()
+
+
+CODE_PROMPT = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_the_model_of_each_real_gguf_file_equals_transformers_on_it(name, tmp_path):
+    from spec_edge.export import build_model
+    from spec_edge.gguf_checkpoint import load_gguf, save_gguf_tokenizer
+    path = present(name)
+    ids = torch.tensor([save_gguf_tokenizer(path, tmp_path).encode(CODE_PROMPT).ids])
+    config, state = load_gguf(path, max_context_len=64)
+    with torch.no_grad():
+        got = build_model(config, state)(ids, {"input_pos": torch.tensor([0])})
+    del state
+    with torch.no_grad():
+        want = transformers_model(path)(input_ids=ids).logits
+    assert (got - want).abs().max() < 1e-3 * want.abs().max()
+    assert torch.equal(got.argmax(-1), want.argmax(-1))
+
+
+def test_the_real_smollm2_file_exported_decodes_as_transformers(tmp_path):
+    """The smallest real file as both draft and target: greedy speculative decoding through the
+    programs gives transformers' greedy tokens."""
+    from spec_edge.gguf_checkpoint import export_gguf_pair
+    from spec_edge.runtime import PteSpeculativeDecoder
+    path = present("smollm2-135m")
+    out = export_gguf_pair(path, path, 4, tmp_path / "pte", max_context_len=128, progress=False)
+    from tokenizers import Tokenizer
+    prompt = Tokenizer.from_file(str(out / "tokenizer.json")).encode(CODE_PROMPT).ids
+    want = transformers_model(path).generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False)
+    dec = PteSpeculativeDecoder(out)
+    assert dec.generate(prompt, 24) == want[0, len(prompt):].tolist()
+    assert dec.stats.accepted >= 0.9 * dec.stats.proposed  # the draft is the target (up to ties between paths)

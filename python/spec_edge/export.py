@@ -37,6 +37,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,6 +48,8 @@ from . import executorch as se_executorch
 from . import ops  # noqa: F401  (registers the fake kernels the export traces through)
 
 MANIFEST = "manifest.json"
+# The tokenizer and, when the source has them, its BOS/EOS settings and chat template.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja")
 # The manifest format (2: draft_step takes up to two tokens) and each op's version, bumped when
 # its schema or semantics change: loaders refuse programs built for others. One file, read by
 # the C++ runner's build too.
@@ -324,28 +328,41 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     se_executorch.load()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    steps = [("draft.pte", lambda p: export_draft(draft, draft_config, p, prefill_chunk, xnnpack)),
-             ("target.pte", lambda p: export_target(target, target_config, k, p, prefill_chunk, xnnpack)),
-             ("verify.pte", lambda p: export_verify(target_config.vocab_size, k, target_config, p))]
-    hashes = {}
-    for name, step in tqdm(steps, desc="export", disable=not progress):
-        hashes[name] = sha256(step(out / name))
-    if tokenizer is not None:
-        (out / "tokenizer.json").write_bytes(Path(tokenizer).read_bytes())
-    from . import __version__
-    manifest = {
-        "format": MANIFEST_FORMAT,
-        "spec_edge_version": __version__,
-        "vocab_size": target_config.vocab_size,
-        "k": k,
-        "max_context_len": target_config.max_context_len,
-        "prefill_chunk": prefill_chunk,
-        "xnnpack": xnnpack,
-        "quantize": modes,
-        "ops": OP_VERSIONS,
-        "programs": hashes,
-        "models": {"target": asdict(target_config), "draft": asdict(draft_config)},
-        "tokenizer": "tokenizer.json" if tokenizer is not None else None,
-    }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    # Everything is written beside the output first and moved in once whole, the manifest last:
+    # a failed or interrupted export leaves the directory as it was.
+    with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as staging:
+        stage = Path(staging)
+        steps = [("draft.pte", lambda p: export_draft(draft, draft_config, p, prefill_chunk, xnnpack)),
+                 ("target.pte", lambda p: export_target(target, target_config, k, p, prefill_chunk, xnnpack)),
+                 ("verify.pte", lambda p: export_verify(target_config.vocab_size, k, target_config, p))]
+        hashes = {}
+        for name, step in tqdm(steps, desc="export", disable=not progress):
+            hashes[name] = sha256(step(stage / name))
+        if tokenizer is not None:
+            for name in TOKENIZER_FILES:  # BOS/EOS and the chat template live beside tokenizer.json
+                source = Path(tokenizer) if name == "tokenizer.json" else Path(tokenizer).parent / name
+                if name == "tokenizer.json" or source.is_file():
+                    (stage / name).write_bytes(source.read_bytes())
+        from . import __version__
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "spec_edge_version": __version__,
+            "vocab_size": target_config.vocab_size,
+            "k": k,
+            "max_context_len": target_config.max_context_len,
+            "prefill_chunk": prefill_chunk,
+            "xnnpack": xnnpack,
+            "quantize": modes,
+            "ops": OP_VERSIONS,
+            "programs": hashes,
+            "models": {"target": asdict(target_config), "draft": asdict(draft_config)},
+            "tokenizer": "tokenizer.json" if tokenizer is not None else None,
+        }
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        (out / MANIFEST).unlink(missing_ok=True)
+        for name in [*TOKENIZER_FILES, *hashes, MANIFEST]:
+            if (stage / name).is_file():
+                os.replace(stage / name, out / name)
+            elif name in TOKENIZER_FILES:
+                (out / name).unlink(missing_ok=True)  # none stale from an earlier export
     return out

@@ -52,12 +52,17 @@ def read_config(directory: str | Path, max_context_len: int | None = None) -> Mo
     if not path.is_file():
         raise CheckpointError(f"{path}: not found (expected a Hugging Face checkpoint directory)")
     try:
-        model_type = json.loads(path.read_text()).get("model_type")
         config = AutoConfig.from_pretrained(directory, local_files_only=True)
     except Exception as error:  # noqa: BLE001  (any unreadable or malformed config)
         raise CheckpointError(f"{path}: not a readable model config ({error})") from error
-    if model_type not in SUPPORTED:
-        raise CheckpointError(f"{path}: model_type {model_type!r} is not supported; supported: "
+    return model_config(config, path, max_context_len)
+
+
+def model_config(config, source: Path, max_context_len: int | None = None) -> ModelConfig:
+    """The ModelConfig of a transformers config read from ``source`` (a config.json or a GGUF
+    file, named in the CheckpointError that lists whatever is unsupported)."""
+    if config.model_type not in SUPPORTED:
+        raise CheckpointError(f"{source}: model_type {config.model_type!r} is not supported; supported: "
                               f"{', '.join(SUPPORTED)} (Llama 3.x, SmolLM, Qwen2.x)")
     problems = []
     if config.hidden_act != "silu":
@@ -83,8 +88,8 @@ def read_config(directory: str | Path, max_context_len: int | None = None) -> Mo
         problems.append(f"max_context_len {max_context_len} > max_position_embeddings "
                         f"{config.max_position_embeddings}")
     if problems:
-        raise CheckpointError(f"{path}: unsupported: {'; '.join(problems)}")
-    qkv_bias = model_type == "qwen2" or bool(getattr(config, "attention_bias", False))
+        raise CheckpointError(f"{source}: unsupported: {'; '.join(problems)}")
+    qkv_bias = config.model_type == "qwen2" or bool(getattr(config, "attention_bias", False))
     return ModelConfig(dim=config.hidden_size, n_layers=config.num_hidden_layers,
                        n_heads=config.num_attention_heads, n_kv_heads=config.num_key_value_heads,
                        vocab_size=config.vocab_size, hidden_dim=config.intermediate_size,
@@ -165,12 +170,19 @@ def read_tokenizer(directory: str | Path):
 
 def check_same_tokenizer(target_dir: str | Path, draft_dir: str | Path) -> None:
     """Speculation compares token ids: the draft must tokenize exactly as the target does."""
-    def tokenization(directory):
-        spec = json.loads(read_tokenizer(directory).to_str())
+    check_same_tokenization(read_tokenizer(target_dir), Path(target_dir) / "tokenizer.json",
+                            read_tokenizer(draft_dir), Path(draft_dir) / "tokenizer.json")
+
+
+def check_same_tokenization(target, target_source: Path, draft, draft_source: Path) -> None:
+    """CheckpointError naming both sources unless two ``tokenizers`` tokenizers agree on the
+    vocabulary, the merges, the added tokens, the normalizer and the pre-tokenizer."""
+    def tokenization(tokenizer):
+        spec = json.loads(tokenizer.to_str())
         return [spec.get(part) for part in ("model", "added_tokens", "normalizer", "pre_tokenizer")]
-    if tokenization(target_dir) != tokenization(draft_dir):
-        raise CheckpointError(f"{Path(draft_dir) / 'tokenizer.json'} and {Path(target_dir) / 'tokenizer.json'}: "
-                              "draft and target have different tokenizers; speculation needs one vocabulary")
+    if tokenization(target) != tokenization(draft):
+        raise CheckpointError(f"{draft_source} and {target_source}: draft and target have different tokenizers; "
+                              "speculation needs one vocabulary")
 
 
 def export_hf_pair(target_dir: str | Path, draft_dir: str | Path, k: int, out_dir: str | Path,

@@ -1,0 +1,174 @@
+"""GGUF checkpoints (llama.cpp's files) of the Llama family, as ExecuTorch Llama models.
+
+A GGUF file is read where it lies, with no fp32 checkpoint written anywhere:
+- the sizes through transformers' reading of the metadata (``AutoConfig`` with ``gguf_file``),
+  checked by the rules of the Hugging Face path (``hf.model_config``);
+- the weights with the ``gguf`` package (llama.cpp's own reader), dequantized one tensor at a
+  time. llama.cpp stores a llama file's query/key rows already in the interleaved rotary order
+  ExecuTorch's RoPE uses; a qwen2 file keeps Hugging Face's order, reordered here as
+  ``hf.py`` reorders it. A file without ``output.weight`` ties the output to the embedding;
+- Llama 3's scaled RoPE from the ``rope_freqs`` tensor llama.cpp writes in place of a config;
+- the tokenizer as transformers builds it from the metadata (``AutoTokenizer`` with
+  ``gguf_file``), saved as ``tokenizer.json`` and ``tokenizer_config.json`` (EOS, BOS).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .export import ModelConfig
+from .hf import SUPPORTED, CheckpointError, _interleave_rotary, check_same_tokenization, model_config
+
+_TO_EXECUTORCH = {
+    "token_embd.weight": "tok_embeddings.weight",
+    "output_norm.weight": "norm.weight",
+    "output.weight": "output.weight",
+    "blk.{}.attn_q.weight": "layers.{}.attention.wq.weight",
+    "blk.{}.attn_q.bias": "layers.{}.attention.wq.bias",
+    "blk.{}.attn_k.weight": "layers.{}.attention.wk.weight",
+    "blk.{}.attn_k.bias": "layers.{}.attention.wk.bias",
+    "blk.{}.attn_v.weight": "layers.{}.attention.wv.weight",
+    "blk.{}.attn_v.bias": "layers.{}.attention.wv.bias",
+    "blk.{}.attn_output.weight": "layers.{}.attention.wo.weight",
+    "blk.{}.attn_norm.weight": "layers.{}.attention_norm.weight",
+    "blk.{}.ffn_norm.weight": "layers.{}.ffn_norm.weight",
+    "blk.{}.ffn_gate.weight": "layers.{}.feed_forward.w1.weight",
+    "blk.{}.ffn_down.weight": "layers.{}.feed_forward.w2.weight",
+    "blk.{}.ffn_up.weight": "layers.{}.feed_forward.w3.weight",
+}
+_ROPE_FREQS = "rope_freqs.weight"
+
+
+def _reader(path: Path):
+    import gguf
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not found (expected a GGUF file)")
+    try:
+        reader = gguf.GGUFReader(path)
+        architecture = reader.fields["general.architecture"].contents()
+    except Exception as error:  # noqa: BLE001  (truncated, corrupted or not GGUF at all)
+        raise CheckpointError(f"{path}: not a readable GGUF file, truncated or corrupted "
+                              f"({type(error).__name__}: {error})") from error
+    if architecture not in SUPPORTED:
+        raise CheckpointError(f"{path}: architecture {architecture!r} is not supported; supported: "
+                              f"{', '.join(SUPPORTED)} (Llama 3.x, SmolLM, Qwen2.x)")
+    return reader, architecture
+
+
+def _dequantized(path: Path, tensor) -> torch.Tensor:
+    from gguf import quants
+    try:
+        values = quants.dequantize(tensor.data, tensor.tensor_type)
+    except NotImplementedError as error:
+        raise CheckpointError(f"{path}: tensor {tensor.name} has type {tensor.tensor_type.name}, which the gguf "
+                              "package cannot dequantize") from error
+    except Exception as error:  # noqa: BLE001  (a tensor cut short or malformed)
+        raise CheckpointError(f"{path}: tensor {tensor.name} ({tensor.tensor_type.name}) is unreadable "
+                              f"({type(error).__name__}: {error})") from error
+    shape = [int(n) for n in reversed(tensor.shape)]
+    if values.size != math.prod(shape):
+        raise CheckpointError(f"{path}: tensor {tensor.name} holds {values.size} values for shape {shape}")
+    return torch.from_numpy(np.array(values, dtype=np.float32, copy=True)).reshape(shape)
+
+
+def _llama3_rope(path: Path, rope_freqs: torch.Tensor, config: ModelConfig) -> ModelConfig:
+    """The config with Llama 3's RoPE scaling, found from the per-frequency divisors llama.cpp
+    stores (``rope_freqs``): the largest is the scale factor, and every divisor must be what
+    ExecuTorch's scaling gives for it with high_freq_factor 4 (low 1, original context 8192)."""
+    from executorch.examples.models.llama.rope import apply_scaling
+    head_dim = config.head_dim or config.dim // config.n_heads
+    freqs = 1.0 / (config.rope_theta ** (torch.arange(0, head_dim, 2)[: head_dim // 2].float() / head_dim))
+    if rope_freqs.shape != freqs.shape:
+        raise CheckpointError(f"{path}: {_ROPE_FREQS} has shape {list(rope_freqs.shape)}, expected "
+                              f"[{head_dim // 2}]")
+    factor = float(rope_freqs.max())
+    if factor <= 1.0:
+        return config
+    if not torch.allclose(freqs / rope_freqs, apply_scaling(freqs, factor, 4), rtol=1e-4):
+        raise CheckpointError(f"{path}: {_ROPE_FREQS} is not Llama 3's RoPE scaling (supported: factor "
+                              "from the file, high_freq_factor 4, low_freq_factor 1, original context 8192)")
+    return replace(config, rope_scale_factor=factor, rope_high_freq_factor=4.0)
+
+
+def load_gguf(path: str | Path, max_context_len: int | None = None) -> tuple[ModelConfig, dict]:
+    """(config, ExecuTorch-layout fp32 state dict) of a GGUF checkpoint of the llama or qwen2
+    architecture; CheckpointError naming the file otherwise."""
+    from executorch.examples.models.checkpoint import get_mapped_key
+    from transformers import AutoConfig
+    path = Path(path)
+    reader, architecture = _reader(path)
+    try:
+        hf_config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
+    except Exception as error:  # noqa: BLE001
+        raise CheckpointError(f"{path}: metadata transformers cannot read ({error})") from error
+    config = model_config(hf_config, path, max_context_len)
+    state = {}
+    for tensor in reader.tensors:
+        value = _dequantized(path, tensor)
+        if tensor.name == _ROPE_FREQS:
+            config = _llama3_rope(path, value, config)
+            continue
+        try:
+            name = get_mapped_key(tensor.name, _TO_EXECUTORCH)
+        except Exception as error:  # noqa: BLE001  (KeyError or ExecuTorch's own)
+            raise CheckpointError(f"{path}: unexpected tensor {tensor.name!r} for a {architecture} "
+                                  "checkpoint") from error
+        if architecture == "qwen2" and ".attention.wq." in name:
+            value = _interleave_rotary(value, config.n_heads, config.head_dim)
+        elif architecture == "qwen2" and ".attention.wk." in name:
+            value = _interleave_rotary(value, config.n_kv_heads or config.n_heads, config.head_dim)
+        state[name] = value
+    if "output.weight" not in state and "tok_embeddings.weight" in state:  # tied: one tensor, twice named
+        state["output.weight"] = state["tok_embeddings.weight"]
+    return config, state
+
+
+def save_gguf_tokenizer(path: str | Path, directory: str | Path):
+    """Writes the tokenizer transformers builds from a GGUF file's metadata to ``directory``
+    (``tokenizer.json``, ``tokenizer_config.json``, ...) and returns it (``tokenizers``).
+
+    Tokens the file does not have are dropped: transformers adds ``<|endoftext|>`` as a special
+    token after the vocabulary of a file that lacks it (a Llama 3 file), an id no model row has."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+    path, directory = Path(path), Path(directory)
+    reader, _ = _reader(path)
+    try:
+        count = len(reader.fields["tokenizer.ggml.tokens"].data)
+        AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True).save_pretrained(directory)
+    except Exception as error:  # noqa: BLE001
+        raise CheckpointError(f"{path}: no tokenizer transformers can build from the metadata ({error})") from error
+    for name, key in (("tokenizer.json", "added_tokens"), ("tokenizer_config.json", "added_tokens_decoder")):
+        spec = json.loads((directory / name).read_text())
+        added = spec.get(key) or []
+        spec[key] = ([a for a in added if a["id"] < count] if isinstance(added, list)
+                     else {i: a for i, a in added.items() if int(i) < count})
+        (directory / name).write_text(json.dumps(spec, ensure_ascii=False, indent=2))
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    if tokenizer.get_vocab_size() != count:
+        raise CheckpointError(f"{path}: the tokenizer built from the metadata has {tokenizer.get_vocab_size()} "
+                              f"tokens, the file {count}")
+    return tokenizer
+
+
+def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, out_dir: str | Path,
+                     max_context_len: int | None = None, **export_options) -> Path:
+    """draft.pte, target.pte, verify.pte, the tokenizer and the manifest from two GGUF files
+    that share a tokenizer (``export_options``: those of ``export_pair``)."""
+    from .export import build_model, export_pair
+    with tempfile.TemporaryDirectory() as scratch:
+        target_dir, draft_dir = Path(scratch) / "target", Path(scratch) / "draft"
+        check_same_tokenization(save_gguf_tokenizer(target_file, target_dir), Path(target_file),
+                                save_gguf_tokenizer(draft_file, draft_dir), Path(draft_file))
+        target_config, target_state = load_gguf(target_file, max_context_len)
+        draft_config, draft_state = load_gguf(draft_file, target_config.max_context_len)
+        return export_pair(build_model(target_config, target_state), target_config,
+                           build_model(draft_config, draft_state), draft_config, k, out_dir,
+                           tokenizer=target_dir / "tokenizer.json", **export_options)
