@@ -4,7 +4,7 @@ PY := $(abspath $(VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 BUILD_DIR := build/cmake
 
-.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo train-default bench fetch-models clean
+.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo train-default bench fetch-models test-real clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -62,6 +62,11 @@ demo: build
 # each checked against its pinned size and sha256 (export/fetch_models.py; cached).
 fetch-models: venv
 	$(PY) export/fetch_models.py --out build/models
+
+# The long tests on those files: every model's logits against transformers, and a real file
+# exported and decoded (about 25 minutes here).
+test-real: fetch-models
+	$(PY) -m pytest -q tests/test_real_models.py --real-models --durations=0
 
 # Retrains the shipped default pair (python/spec_edge/default_pair/) from this Python's stdlib.
 train-default: venv

@@ -5,6 +5,8 @@ def pytest_addoption(parser):
     parser.addoption("--stat-full", action="store_true", default=False,
                      help="run the statistical conformance suite at >= 10^7 trials per case "
                           "and write docs/CONFORMANCE.md")
+    parser.addoption("--real-models", action="store_true", default=False,
+                     help="also run the long tests on the real GGUF files of build/models (make test-real)")
 
 
 @pytest.fixture(scope="session")

@@ -165,8 +165,10 @@ def test_a_gguf_pair_runs_as_pte_and_matches_transformers(gguf_pair):
     dec = PteSpeculativeDecoder(gguf_pair / "pte")
     with torch.no_grad():
         want = reference(input_ids=torch.tensor([prompt])).logits
-    got = dec.target_logits(torch.tensor([prompt[:5]]), torch.tensor([0]))  # the logits method takes up to K+1
+    got = dec.target_logits(torch.tensor([prompt[:5]]), torch.tensor([0]))
     assert (got - want[:, :5]).abs().max() < 1e-4
+    with pytest.raises(ValueError, match=r"tokens: the logits method takes 1..K\+1 = 5 tokens, got 12"):
+        dec.target_logits(torch.tensor([prompt]), torch.tensor([0]))
     assert dec.generate(prompt, 24) == transformers_greedy(reference, prompt, 24)
     files = sorted(p.name for p in (gguf_pair / "pte").iterdir())
     assert files == ["draft.pte", "manifest.json", "target.pte", "tokenizer.json", "tokenizer_config.json",

@@ -236,7 +236,11 @@ class PteSpeculativeDecoder:
                 torch.tensor([int(offset)])]
 
     def target_logits(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        """The target's logits [1, n, V] over ``tokens`` [1, n] at ``input_pos`` (writes its cache)."""
+        """The target's logits [1, n, V] over ``tokens`` [1, n] at ``input_pos`` (writes its cache);
+        the fused target's ``logits`` method takes up to K+1 tokens."""
+        if not self.external_target and not 1 <= tokens.shape[-1] <= self.max_k + 1:
+            raise ValueError(f"tokens: the logits method takes 1..K+1 = {self.max_k + 1} tokens, "
+                             f"got {tokens.shape[-1]}")
         return self.target["forward" if self.external_target else "logits"].execute([tokens, input_pos])[0]
 
     def _target_decode(self, token: int, pos: int, sampling: list[torch.Tensor]) -> int:
