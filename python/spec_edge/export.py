@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -137,8 +138,10 @@ def _use_spec_edge_attention(module: torch.nn.Module) -> None:
             _use_spec_edge_attention(child)
 
 
-def build_model(config: ModelConfig, state_dict: dict | None = None, seed: int = 0) -> torch.nn.Module:
-    """ExecuTorch's Llama transformer with KV caches, random (seeded) or loaded weights.
+def build_model(config: ModelConfig, state_dict=None, seed: int = 0) -> torch.nn.Module:
+    """ExecuTorch's Llama transformer with KV caches, random (seeded) or loaded weights:
+    ``state_dict`` is a dict or an iterable of (name, tensor) pairs, copied in one at a time as
+    they come (so a stream of dequantized tensors is never held whole).
 
     Attention and the cache update run as spec_edge's fused ops (``spec_edge::attention``,
     ``spec_edge::update_cache``): decomposed into aten ops they leave the program as dozens of
@@ -149,14 +152,25 @@ def build_model(config: ModelConfig, state_dict: dict | None = None, seed: int =
     torch.manual_seed(seed)
     model = construct_transformer(config.model_args()).eval()
     _use_spec_edge_attention(model)
-    if state_dict is not None:
-        missing, unexpected = model.load_state_dict(state_dict, strict=False)
-        missing = [k for k in missing if "kv_cache" not in k and "mask" not in k and "rope" not in k]
-        if missing or unexpected:
-            raise ValueError(f"weights do not fit the model config: missing {missing[:5]}, "
-                             f"unexpected {unexpected[:5]}")
     for p in model.parameters():
         p.requires_grad_(False)
+    if state_dict is None:
+        return model
+    expected = {k for k in model.state_dict() if "kv_cache" not in k and "mask" not in k and "rope" not in k}
+    loaded, unexpected = set(), []
+    for name, value in state_dict.items() if isinstance(state_dict, dict) else state_dict:
+        if name not in expected:
+            unexpected.append(name)
+            continue
+        try:
+            model.load_state_dict({name: value}, strict=False)
+        except RuntimeError as error:  # a shape that does not fit
+            raise ValueError(f"weights do not fit the model config: {error}") from error
+        loaded.add(name)
+    missing = sorted(expected - loaded)
+    if missing or unexpected:
+        raise ValueError(f"weights do not fit the model config: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]}")
     return model
 
 
@@ -240,8 +254,8 @@ def _export(module, args, dynamic=None):
         return torch.export.export(module, args, dynamic_shapes=dynamic, strict=False)
 
 
+# export_draft and export_target use ``model`` up: lowering leaves it unfit for another export.
 def export_draft(model, config: ModelConfig, path: Path, prefill_chunk: int, xnnpack: bool = True) -> bytes:
-    model = copy.deepcopy(model)
     chunk = torch.export.Dim("chunk", min=1, max=prefill_chunk)
     step = torch.export.Dim("step", min=1, max=DRAFT_STEP_TOKENS)
     two, pos = torch.zeros(1, 2, dtype=torch.long), torch.tensor([0])
@@ -254,7 +268,6 @@ def export_draft(model, config: ModelConfig, path: Path, prefill_chunk: int, xnn
 
 def export_target(model, config: ModelConfig, k: int, path: Path, prefill_chunk: int,
                   xnnpack: bool = True) -> bytes:
-    model = copy.deepcopy(model)
     chunk = torch.export.Dim("chunk", min=1, max=prefill_chunk)
     rows = torch.export.Dim("rows", min=1, max=k + 1)
     drafted = torch.export.Dim("k", min=1, max=k)  # any K up to the exported one
@@ -290,13 +303,20 @@ def _check_quantize(argument: str, mode: str | None) -> None:
 
 
 def quantize_model(model: torch.nn.Module, mode: str, group_size: int) -> torch.nn.Module:
-    """8-bit dynamic activations with 4- or 8-bit weights on the linears, through ExecuTorch's own
+    """``model`` (changed in place) with 8-bit dynamic activations and 4- or 8-bit weights on the
+    linears, through ExecuTorch's own
     quantizer for its Llama models (torchao underneath). 8da4w weights come in groups of
     ``group_size`` (linears whose input size is not a multiple of it stay fp32); 8da8w weights
     have a scale per output channel, the only 8-bit layout XNNPACK runs."""
     _check_quantize("mode", mode)
     from executorch.examples.models.llama.source_transformation.quantize import quantize
-    return quantize(copy.deepcopy(model), mode, group_size=group_size if mode == "8da4w" else 0)
+    return quantize(model, mode, group_size=group_size if mode == "8da4w" else 0)
+
+
+def peak_rss_gib() -> float:
+    """This process's peak resident memory so far."""
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelConfig, k: int,
@@ -304,8 +324,11 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                 tokenizer: str | Path | None = None, progress: bool = True,
                 quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32) -> Path:
     """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
-    ``quantize="8da4w"`` (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs
-    them), ``quantize_draft`` the draft's alone (default: as ``quantize``); fp32 otherwise."""
+    ``target`` and ``draft`` are modules (exported from a copy) or zero-argument callables that
+    build them (each built when its program is exported, and released after). ``quantize="8da4w"``
+    (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs them), ``quantize_draft``
+    the draft's alone (default: as ``quantize``); fp32 otherwise. Prints each program's size,
+    time and the peak memory so far."""
     from tqdm import tqdm
     if draft_config.vocab_size != target_config.vocab_size:
         raise ValueError(f"draft and target must share a vocabulary: draft V={draft_config.vocab_size}, "
@@ -321,23 +344,33 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     if not xnnpack and any(modes.values()):
         argument = "quantize" if quantize else "quantize_draft"
         raise ValueError(f"{argument}: the quantized linears run on XNNPACK; drop --no-xnnpack")
-    if modes["target"] is not None:
-        target = quantize_model(target, modes["target"], group_size)
-    if modes["draft"] is not None:
-        draft = quantize_model(draft, modes["draft"], group_size)
     se_executorch.load()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+
+    def model(source, mode):
+        # The caller's module stays intact (a copy is exported); a callable builds the model
+        # when its turn comes, so that a lean export holds one model at a time.
+        built = copy.deepcopy(source) if isinstance(source, torch.nn.Module) else source()
+        return built if mode is None else quantize_model(built, mode, group_size)
+
     # Everything is written beside the output first and moved in once whole, the manifest last:
     # a failed or interrupted export leaves the directory as it was.
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as staging:
         stage = Path(staging)
-        steps = [("draft.pte", lambda p: export_draft(draft, draft_config, p, prefill_chunk, xnnpack)),
-                 ("target.pte", lambda p: export_target(target, target_config, k, p, prefill_chunk, xnnpack)),
+        steps = [("draft.pte", lambda p: export_draft(model(draft, modes["draft"]), draft_config, p, prefill_chunk,
+                                                      xnnpack)),
+                 ("target.pte", lambda p: export_target(model(target, modes["target"]), target_config, k, p,
+                                                        prefill_chunk, xnnpack)),
                  ("verify.pte", lambda p: export_verify(target_config.vocab_size, k, target_config, p))]
         hashes = {}
-        for name, step in tqdm(steps, desc="export", disable=not progress):
+        bar = tqdm(steps, desc="export", disable=not progress)
+        for name, step in bar:
+            start = time.monotonic()
             hashes[name] = sha256(step(stage / name))
+            if progress:
+                bar.write(f"{name}: {(stage / name).stat().st_size / 2**20:.1f} MiB in "
+                          f"{time.monotonic() - start:.0f} s, peak RSS so far {peak_rss_gib():.2f} GiB")
         if tokenizer is not None:
             for name in TOKENIZER_FILES:  # BOS/EOS and the chat template live beside tokenizer.json
                 source = Path(tokenizer) if name == "tokenizer.json" else Path(tokenizer).parent / name

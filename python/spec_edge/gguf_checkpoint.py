@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -97,37 +98,65 @@ def _llama3_rope(path: Path, rope_freqs: torch.Tensor, config: ModelConfig) -> M
     return replace(config, rope_scale_factor=factor, rope_high_freq_factor=4.0)
 
 
-def load_gguf(path: str | Path, max_context_len: int | None = None) -> tuple[ModelConfig, dict]:
-    """(config, ExecuTorch-layout fp32 state dict) of a GGUF checkpoint of the llama or qwen2
-    architecture; CheckpointError naming the file otherwise."""
-    from executorch.examples.models.checkpoint import get_mapped_key
+def gguf_config(path: str | Path, max_context_len: int | None = None) -> ModelConfig:
+    """The ModelConfig of a GGUF file of the llama or qwen2 architecture (metadata, and the
+    ``rope_freqs`` tensor where there is one); CheckpointError naming the file otherwise."""
     from transformers import AutoConfig
     path = Path(path)
-    reader, architecture = _reader(path)
+    reader, _ = _reader(path)
     try:
         hf_config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name, local_files_only=True)
     except Exception as error:  # noqa: BLE001
         raise CheckpointError(f"{path}: metadata transformers cannot read ({error})") from error
     config = model_config(hf_config, path, max_context_len)
-    state = {}
     for tensor in reader.tensors:
-        value = _dequantized(path, tensor)
         if tensor.name == _ROPE_FREQS:
-            config = _llama3_rope(path, value, config)
+            config = _llama3_rope(path, _dequantized(path, tensor), config)
+    return config
+
+
+def gguf_tensors(path: str | Path, config: ModelConfig) -> Iterator[tuple[str, torch.Tensor]]:
+    """The file's weights as (ExecuTorch name, fp32 tensor) pairs, dequantized one at a time. A
+    file without ``output.weight`` is tied: its embedding comes twice, under both names."""
+    from executorch.examples.models.checkpoint import get_mapped_key
+    path = Path(path)
+    reader, architecture = _reader(path)
+    tied = all(t.name != "output.weight" for t in reader.tensors)
+    for tensor in reader.tensors:
+        if tensor.name == _ROPE_FREQS:
             continue
         try:
             name = get_mapped_key(tensor.name, _TO_EXECUTORCH)
         except Exception as error:  # noqa: BLE001  (KeyError or ExecuTorch's own)
             raise CheckpointError(f"{path}: unexpected tensor {tensor.name!r} for a {architecture} "
                                   "checkpoint") from error
+        value = _dequantized(path, tensor)
         if architecture == "qwen2" and ".attention.wq." in name:
             value = _interleave_rotary(value, config.n_heads, config.head_dim)
         elif architecture == "qwen2" and ".attention.wk." in name:
             value = _interleave_rotary(value, config.n_kv_heads or config.n_heads, config.head_dim)
-        state[name] = value
-    if "output.weight" not in state and "tok_embeddings.weight" in state:  # tied: one tensor, twice named
-        state["output.weight"] = state["tok_embeddings.weight"]
-    return config, state
+        yield name, value
+        if tied and name == "tok_embeddings.weight":
+            yield "output.weight", value
+
+
+def load_gguf(path: str | Path, max_context_len: int | None = None) -> tuple[ModelConfig, dict]:
+    """(config, ExecuTorch-layout fp32 state dict) of a GGUF file of the llama or qwen2
+    architecture; CheckpointError naming the file otherwise."""
+    config = gguf_config(path, max_context_len)
+    return config, dict(gguf_tensors(path, config))
+
+
+def gguf_model(path: str | Path, config: ModelConfig) -> torch.nn.Module:
+    """The ExecuTorch model of a GGUF file, its weights streamed in a tensor at a time: memory
+    holds the fp32 model and one dequantized tensor, never a second copy of the weights."""
+    from .export import build_model
+    try:
+        return build_model(config, gguf_tensors(path, config))
+    except CheckpointError:
+        raise
+    except ValueError as error:
+        raise CheckpointError(f"{path}: {error}") from error
 
 
 def save_gguf_tokenizer(path: str | Path, directory: str | Path):
@@ -162,13 +191,14 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
                      max_context_len: int | None = None, **export_options) -> Path:
     """draft.pte, target.pte, verify.pte, the tokenizer and the manifest from two GGUF files
     that share a tokenizer (``export_options``: those of ``export_pair``)."""
-    from .export import build_model, export_pair
+    from .export import export_pair
     with tempfile.TemporaryDirectory() as scratch:
         target_dir, draft_dir = Path(scratch) / "target", Path(scratch) / "draft"
         check_same_tokenization(save_gguf_tokenizer(target_file, target_dir), Path(target_file),
                                 save_gguf_tokenizer(draft_file, draft_dir), Path(draft_file))
-        target_config, target_state = load_gguf(target_file, max_context_len)
-        draft_config, draft_state = load_gguf(draft_file, target_config.max_context_len)
-        return export_pair(build_model(target_config, target_state), target_config,
-                           build_model(draft_config, draft_state), draft_config, k, out_dir,
+        target_config = gguf_config(target_file, max_context_len)
+        draft_config = gguf_config(draft_file, target_config.max_context_len)
+        # Built one at a time, each when its program is exported.
+        return export_pair(lambda: gguf_model(target_file, target_config), target_config,
+                           lambda: gguf_model(draft_file, draft_config), draft_config, k, out_dir,
                            tokenizer=target_dir / "tokenizer.json", **export_options)

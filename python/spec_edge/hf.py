@@ -191,8 +191,10 @@ def export_hf_pair(target_dir: str | Path, draft_dir: str | Path, k: int, out_di
     checkpoints that share a tokenizer (``export_options``: those of ``export_pair``)."""
     from .export import build_model, export_pair
     check_same_tokenizer(target_dir, draft_dir)
-    target_config, target_state = load_checkpoint(target_dir, max_context_len)
-    draft_config, draft_state = load_checkpoint(draft_dir, target_config.max_context_len)
-    return export_pair(build_model(target_config, target_state), target_config,
-                       build_model(draft_config, draft_state), draft_config, k, out_dir,
-                       tokenizer=Path(target_dir) / "tokenizer.json", **export_options)
+    target_config = read_config(target_dir, max_context_len)
+    draft_config = read_config(draft_dir, target_config.max_context_len)
+    # Built one at a time, each when its program is exported.
+    return export_pair(lambda: build_model(*load_checkpoint(target_dir, target_config.max_context_len)),
+                       target_config,
+                       lambda: build_model(*load_checkpoint(draft_dir, target_config.max_context_len)),
+                       draft_config, k, out_dir, tokenizer=Path(target_dir) / "tokenizer.json", **export_options)
