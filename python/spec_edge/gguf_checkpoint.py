@@ -199,6 +199,10 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
         target_config = gguf_config(target_file, max_context_len)
         draft_config = gguf_config(draft_file, target_config.max_context_len)
         # Built one at a time, each when its program is exported.
-        return export_pair(lambda: gguf_model(target_file, target_config), target_config,
-                           lambda: gguf_model(draft_file, draft_config), draft_config, k, out_dir,
-                           tokenizer=target_dir / "tokenizer.json", **export_options)
+        out = export_pair(lambda: gguf_model(target_file, target_config), target_config,
+                          lambda: gguf_model(draft_file, draft_config), draft_config, k, out_dir,
+                          tokenizer=target_dir / "tokenizer.json", **export_options)
+    if export_options.get("progress", True):
+        for name, source in (("target.pte", Path(target_file)), ("draft.pte", Path(draft_file))):
+            print(f"{name}: {(out / name).stat().st_size / source.stat().st_size:.2f}x the size of {source.name}")
+    return out
