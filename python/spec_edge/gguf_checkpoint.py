@@ -64,19 +64,26 @@ def _reader(path: Path):
 
 
 def _dequantized(path: Path, tensor) -> torch.Tensor:
+    """One tensor in fp32, dequantized a block of rows at a time straight into the result: the
+    gguf package's temporaries are several times the size of what they work on, and for a
+    151,936-row embedding they would outweigh the rest of the model's loading."""
     from gguf import quants
+    shape = [int(n) for n in reversed(tensor.shape)]
+    data = tensor.data.reshape(-1, tensor.data.shape[-1]) if tensor.data.ndim > 1 else tensor.data.reshape(1, -1)
+    if data.shape[0] == 0 or math.prod(shape) % data.shape[0]:
+        raise CheckpointError(f"{path}: tensor {tensor.name} holds {data.shape[0]} rows for shape {shape}")
+    out = np.empty((data.shape[0], math.prod(shape) // data.shape[0]), dtype=np.float32)
+    step = max(1, (4 << 20) // data[0].nbytes)  # about 4 MiB of the file at a time
     try:
-        values = quants.dequantize(tensor.data, tensor.tensor_type)
+        for start in range(0, data.shape[0], step):
+            out[start:start + step] = quants.dequantize(data[start:start + step], tensor.tensor_type)
     except NotImplementedError as error:
         raise CheckpointError(f"{path}: tensor {tensor.name} has type {tensor.tensor_type.name}, which the gguf "
                               "package cannot dequantize") from error
     except Exception as error:  # noqa: BLE001  (a tensor cut short or malformed)
         raise CheckpointError(f"{path}: tensor {tensor.name} ({tensor.tensor_type.name}) is unreadable "
                               f"({type(error).__name__}: {error})") from error
-    shape = [int(n) for n in reversed(tensor.shape)]
-    if values.size != math.prod(shape):
-        raise CheckpointError(f"{path}: tensor {tensor.name} holds {values.size} values for shape {shape}")
-    return torch.from_numpy(np.array(values, dtype=np.float32, copy=True)).reshape(shape)
+    return torch.from_numpy(out).reshape(shape)
 
 
 def _llama3_rope(path: Path, rope_freqs: torch.Tensor, config: ModelConfig) -> ModelConfig:
