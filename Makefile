@@ -64,7 +64,7 @@ fetch-models: venv
 	$(PY) export/fetch_models.py --out build/models
 
 # The long tests on those files: every model's logits against transformers, and a real file
-# exported and decoded (about 25 minutes here).
+# exported and decoded (about 31 minutes here).
 test-real: fetch-models
 	$(PY) -m pytest -q tests/test_real_models.py --real-models --durations=0
 

@@ -84,7 +84,7 @@ def test_the_model_of_each_real_gguf_file_equals_transformers_on_it(name, tmp_pa
 @pytest.mark.timeout(3600)
 def test_the_real_smollm2_file_exported_decodes_as_transformers(tmp_path, request):
     """The smallest real file as both draft and target: greedy speculative decoding through the
-    programs gives transformers' greedy tokens. The export takes about 17 minutes here."""
+    programs gives transformers' greedy tokens. The export takes about 26 minutes here."""
     from spec_edge.gguf_checkpoint import export_gguf_pair
     from spec_edge.runtime import PteSpeculativeDecoder
     path = present("smollm2-135m")
