@@ -82,6 +82,7 @@ bench: build
 	$(PY) bench/bench_pair.py --cache build/demo --write docs/BENCHMARKS.md
 	$(PY) bench/bench_runner.py --cache build/demo --write docs/BENCHMARKS.md
 	$(PY) bench/bench_tokenizer.py --write docs/BENCHMARKS.md
+	$(PY) bench/bench_gguf_load.py --write docs/BENCHMARKS.md
 
 clean:
 	rm -rf build python/spec_edge/_lib

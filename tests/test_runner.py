@@ -154,6 +154,45 @@ def test_native_runner_streams_and_stops_at_eos(pair):
     assert native.generate(PROMPT, 40) == out
 
 
+@pytest.mark.parametrize("loop", ["NativeRunner", "PteSpeculativeDecoder"])
+def test_one_generation_at_a_time_per_instance(pair, loop):
+    import threading
+    make = spec_edge.NativeRunner if loop == "NativeRunner" else PteSpeculativeDecoder
+    runner, other = make(pair / "pair"), make(pair / "pair")
+    expected = runner.generate(PROMPT, 24)
+    busy = f"{loop}.generate: this instance is already generating"
+    if loop == "NativeRunner":  # re-entry from the callback
+        def reenter(tokens):
+            runner.generate(PROMPT, 4)
+        with pytest.raises(RuntimeError, match=busy):
+            runner.generate(PROMPT, 24, on_tokens=reenter)
+    # Another thread while a call runs: refused, and the call in flight is unharmed.
+    inside, release = threading.Event(), threading.Event()
+    results, errors = [], []
+
+    def held(*args):  # the call in flight waits here until the main thread has tried its own
+        inside.set()
+        release.wait(60)
+    hold = {}
+    if loop == "NativeRunner":
+        hold = {"on_tokens": held}
+    else:
+        prefill = runner._prefill
+        runner._prefill = lambda *args: (held(), prefill(*args))[1]
+    thread = threading.Thread(target=lambda: results.append(runner.generate(PROMPT, 24, **hold)))
+    thread.start()
+    inside.wait(60)
+    try:
+        runner.generate(PROMPT, 24)
+    except RuntimeError as error:
+        errors.append(str(error))
+    assert other.generate(PROMPT, 24) == expected  # another instance runs meanwhile
+    release.set()
+    thread.join(120)
+    assert len(errors) == 1 and busy in errors[0] and results == [expected]
+    assert runner.generate(PROMPT, 24) == expected  # usable after
+
+
 @pytest.mark.parametrize("call,error,message", [
     (lambda d: spec_edge.NativeRunner(d / "missing"), ProgramError, "manifest.json: not found"),
     (lambda d: spec_edge.NativeRunner(d / "pair", k=0), ProgramError, "exported for K up to 3, got k=0"),

@@ -303,11 +303,11 @@ def _check_quantize(argument: str, mode: str | None) -> None:
 
 
 def quantize_model(model: torch.nn.Module, mode: str, group_size: int) -> torch.nn.Module:
-    """``model`` (changed in place) with 8-bit dynamic activations and 4- or 8-bit weights on the
-    linears, through ExecuTorch's own
-    quantizer for its Llama models (torchao underneath). 8da4w weights come in groups of
-    ``group_size`` (linears whose input size is not a multiple of it stay fp32); 8da8w weights
-    have a scale per output channel, the only 8-bit layout XNNPACK runs."""
+    """``model``, changed in place: 8-bit dynamic activations with 4- or 8-bit weights on the
+    linears, through ExecuTorch's own quantizer for its Llama models (torchao underneath). 8da4w
+    weights come in groups of ``group_size`` (linears whose input size is not a multiple of it
+    stay fp32); 8da8w weights have a scale per output channel, the only 8-bit layout XNNPACK
+    runs."""
     _check_quantize("mode", mode)
     from executorch.examples.models.llama.source_transformation.quantize import quantize
     return quantize(model, mode, group_size=group_size if mode == "8da4w" else 0)

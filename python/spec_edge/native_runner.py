@@ -19,7 +19,7 @@ from pathlib import Path
 from . import executorch as se_executorch
 from ._native import native_library
 from .ops import Filters
-from .runtime import GenerateStats, eos_ids, integer
+from .runtime import GenerateStats, eos_ids, integer, one_call_at_a_time
 
 _extension = None
 
@@ -53,13 +53,16 @@ class NativeRunner:
         self.vocab_size, self.max_context_len = self._runner.vocab_size, self._runner.max_context_len
         self.stats = GenerateStats()
 
+    @one_call_at_a_time
     def generate(self, prompt_ids, max_new: int, temperature: float = 0.0, filters: Filters = Filters(),
                  seed: int = 0, speculative: bool = True, eos_token_id: int | Sequence[int] | None = None,
                  on_tokens: Callable[[list[int]], None] | None = None) -> list[int]:
         """Up to ``max_new`` new token ids after ``prompt_ids`` (fewer at ``eos_token_id``: one id
         or several; the end token is kept).
 
-        ``on_tokens`` receives each round's tokens as soon as they are decided (streaming).
+        ``on_tokens`` receives each round's tokens as soon as they are decided (streaming). One
+        call at a time per instance: a second one, from another thread or from ``on_tokens``,
+        raises RuntimeError (``stop`` is allowed from both); separate instances run in parallel.
         """
         if filters.prev_tokens is not None:
             raise ValueError("filters.prev_tokens: the loop passes the context itself; leave it None")

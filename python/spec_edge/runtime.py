@@ -13,8 +13,10 @@ runs too, given as ``target_pte``: its logits go through ``verify.pte``.
 
 from __future__ import annotations
 
+import functools
 import json
 import numbers
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,6 +47,24 @@ def eos_ids(eos_token_id) -> list[int]:
         if not isinstance(t, numbers.Integral) or isinstance(t, bool):
             raise TypeError(f"eos_token_id: expected an int or a list of ints, got {t!r}")
     return [int(t) for t in ids]
+
+def one_call_at_a_time(method):
+    """Refuses (RuntimeError) a second call of ``method`` on an instance while one runs, from
+    another thread or from inside its own ``on_tokens`` callback: the programs' KV caches belong
+    to one generation at a time. Separate instances run in parallel."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        busy = self.__dict__.setdefault("_busy", threading.Lock())  # setdefault: atomic under the GIL
+        if not busy.acquire(blocking=False):
+            raise RuntimeError(f"{type(self).__name__}.{method.__name__}: this instance is already generating "
+                               "(in another thread, or this call comes from its on_tokens); use one instance "
+                               "per thread")
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            busy.release()
+    return guarded
+
 
 def _manifest_int(manifest: dict, path: Path, key: str, lo: int, hi: int) -> int:
     """A manifest number: an int (not a bool, not 8.5) in [lo, hi], or a ProgramError naming it
@@ -272,11 +292,13 @@ class PteSpeculativeDecoder:
             chunk = torch.tensor([tokens[at:at + self.prefill_chunk]], dtype=torch.long)
             method.execute([chunk, torch.tensor([start + at])])
 
+    @one_call_at_a_time
     def generate(self, prompt_ids, max_new: int, temperature: float = 0.0, filters: Filters = Filters(),
                  seed: int = 0, speculative: bool = True,
                  eos_token_id: int | Sequence[int] | None = None) -> list[int]:
         """Up to ``max_new`` new token ids after ``prompt_ids`` (fewer at ``eos_token_id``: one id
-        or several, such as Llama 3's three; the end token is kept)."""
+        or several, such as Llama 3's three; the end token is kept). One call at a time per
+        instance: a second one from another thread raises RuntimeError."""
         stop_ids = eos_ids(eos_token_id)
         max_new, seed = integer(max_new, "max_new"), integer(seed, "seed")
         prompt = [int(t) for t in prompt_ids]
