@@ -156,18 +156,21 @@ def build_model(config: ModelConfig, state_dict=None, seed: int = 0) -> torch.nn
         p.requires_grad_(False)
     if state_dict is None:
         return model
-    expected = {k for k in model.state_dict() if "kv_cache" not in k and "mask" not in k and "rope" not in k}
+    # The model's own tensors (state_dict shares their storage), copied into in place; the caches,
+    # masks and RoPE tables may come too but need not.
+    weights = model.state_dict()
+    required = {k for k in weights if "kv_cache" not in k and "mask" not in k and "rope" not in k}
     loaded, unexpected = set(), []
     for name, value in state_dict.items() if isinstance(state_dict, dict) else state_dict:
-        if name not in expected:
+        if name not in weights:
             unexpected.append(name)
             continue
-        try:
-            model.load_state_dict({name: value}, strict=False)
-        except RuntimeError as error:  # a shape that does not fit
-            raise ValueError(f"weights do not fit the model config: {error}") from error
+        if value.shape != weights[name].shape:
+            raise ValueError(f"weights do not fit the model config: {name} has shape {list(value.shape)}, "
+                             f"the model's {list(weights[name].shape)}")
+        weights[name].copy_(value)
         loaded.add(name)
-    missing = sorted(expected - loaded)
+    missing = sorted(required - loaded)
     if missing or unexpected:
         raise ValueError(f"weights do not fit the model config: missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]}")
