@@ -201,12 +201,14 @@ BAD_INPUT = {
     "id_out_of_vocab": ("IllegalArgumentException", r"prompt: ids must be in \[0, 48\), got 1073741824"),
     "negative_max_new": ("IllegalArgumentException", "max_new: expected >= 0, got -1"),
     "too_long": ("IllegalArgumentException", "exceeds the context length 96"),
-    "temperature": ("IllegalArgumentException", "temperature: expected >= 0"),
-    "temperature_nan": ("IllegalArgumentException", "temperature: expected >= 0"),
-    "top_k": ("IllegalArgumentException", r"top_k: expected >= 0 \(0 is off"),
-    "top_p": ("IllegalArgumentException", r"top_p: expected in \(0, 1\]"),
-    "min_p": ("IllegalArgumentException", r"min_p: expected in \[0, 1\]"),
-    "penalty": ("IllegalArgumentException", "repetition_penalty: expected > 0"),
+    # the ops' own checks and messages (spec_edge::check_sampling_settings), before any program runs
+    "temperature": ("IllegalArgumentException", r"temperature\[0\] = -1: expected a finite value >= 0"),
+    "temperature_nan": ("IllegalArgumentException", r"temperature\[0\] = nan: expected a finite value >= 0"),
+    "temperature_tiny": ("IllegalArgumentException", r"temperature\[0\] = 1e-39 is too small: 1 / temperature"),
+    "top_k": ("IllegalArgumentException", r"top_k\[0\] = -3: expected a value >= 0 \(0 is off"),
+    "top_p": ("IllegalArgumentException", r"top_p\[0\] = 0: expected a value in \(0, 1\]"),
+    "min_p": ("IllegalArgumentException", r"min_p\[0\] = 2: expected a value in \[0, 1\]"),
+    "penalty": ("IllegalArgumentException", r"repetition_penalty\[0\] = 0: expected a finite value > 0"),
     "null_text": ("IllegalArgumentException", "prompt: expected a value, got null"),
     "decode_bad_id": ("SpecEdgeException", "tokenizer.json: not found"),  # the small pair ships none
     "still_usable": ("none", ""),
@@ -233,6 +235,18 @@ def test_corrupted_programs_and_unknown_tokens_are_refused(jvm, classes, pair, d
     lines = jvm.run(classes, "errors", str(default_programs)).stdout.splitlines()
     decode = next(line for line in lines if line.startswith("decode_bad_id")).split("\t")
     assert decode[1] == "java.lang.IllegalArgumentException" and "decode: id -5 is not in the vocabulary" in decode[2]
+
+
+@every_jvm
+def test_byte_flips_never_crash_the_jni_library(jvm, classes, pair, tmp_path):
+    """tests/fuzz_programs.py's fuzzing through the Java API: every flip of a program refused by
+    its hash, a manifest flip refused naming manifest.json or decoding the clean tokens; no crash."""
+    d = shutil.copytree(pair / "pair", tmp_path / "m")
+    trials = 20 if jvm.qemu_cpu else 300
+    lines = jvm.run(classes, "fuzz", str(d), str(trials), "13").stdout.splitlines()
+    outcomes = {name: int(count) for name, count in (line.rsplit("\t", 1) for line in lines)}
+    assert sum(outcomes.values()) == trials, outcomes
+    assert set(outcomes) <= {"refused draft.pte", "refused target.pte", "refused manifest.json", "same"}, outcomes
 
 
 def android_syntax_check(source: Path) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import spec_edge
+from spec_edge import Filters
 from filter_ref import filtered_law
 from small_pair import K, PROMPT, configs
 from stats_utils import chisquare_pvalue
@@ -145,6 +147,23 @@ def test_k_mismatch_and_bad_generate_arguments(pair):
         dec.generate([], 4)
 
 
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(temperature=1e-39), ValueError, r"temperature\[0\] = 1e-39 is too small: 1 / temperature overflows"),
+    (dict(temperature=1e-300), ValueError, "temperature = 1e-300 is too small: it rounds to 0 in float32"),
+    (dict(temperature=math.inf), ValueError, r"temperature\[0\] = inf: expected a finite value >= 0"),
+    (dict(temperature=1.0, filters=Filters(top_p=math.nan)), ValueError, r"top_p\[0\] = nan: expected a value in"),
+    (dict(temperature=1.0, filters=Filters(top_k=-1)), ValueError, r"top_k\[0\] = -1: expected a value >= 0"),
+    (dict(temperature=1.0, filters=Filters(top_k=1.5)), TypeError, "filters.top_k: expected an integer, got 1.5"),
+    (dict(temperature=1.0, filters=Filters(repetition_penalty=math.inf)), ValueError,
+     r"repetition_penalty\[0\] = inf: expected a finite value > 0"),
+    (dict(temperature=torch.tensor([0.5])), TypeError, "temperature: expected a number"),
+])
+def test_bad_sampling_settings_are_named_before_any_program_runs(pair, kwargs, error, match):
+    """The ops' own checks and messages, not ExecuTorch's error code from inside a program."""
+    with pytest.raises(error, match=match):
+        PteSpeculativeDecoder(pair / "pair").generate([1, 2], 4, seed=1, **kwargs)
+
+
 def test_draft_and_target_vocabularies_must_match_at_export(tmp_path):
     other = ModelConfig(dim=32, n_layers=1, n_heads=2, vocab_size=40, max_context_len=96)
     with pytest.raises(ValueError, match="share a vocabulary: draft V=40, target V=48"):
@@ -156,7 +175,7 @@ def test_a_program_without_the_kernels_says_to_load_them(pair):
         "import sys\n"
         "from pathlib import Path\n"
         "from spec_edge.runtime import _load_program, ProgramError\n"
-        f"try:\n    _load_program(Path({str(pair / 'pair' / 'target.pte')!r}), {{'verify'}})\n"
+        f"try:\n    _load_program(Path({str(pair / 'pair' / 'target.pte')!r}), {{'verify'}}, None)\n"
         "except ProgramError as e:\n    print(e); sys.exit(3)\n")
     # spec_edge.runtime imports spec_edge (the torch ops) but not the ExecuTorch kernels
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -248,6 +248,15 @@ spec_edge::PerRow<T> per_row(const at::Tensor& tensor, at::ScalarType dtype, con
                      ": expected an integer tensor, got ", t.scalar_type());
   }
   holder = t.to(dtype).contiguous();
+  if (dtype == at::kFloat && t.scalar_type() == at::kDouble) {
+    // A positive float64 that rounds to 0 (a temperature of 1e-300) would silently mean greedy.
+    const at::Tensor source = t.contiguous();
+    for (int64_t i = 0; i < source.numel(); ++i) {
+      const double v = source.data_ptr<double>()[i];
+      TORCH_CHECK_VALUE(v == 0.0 || holder.data_ptr<float>()[i] != 0.0f, name, "[", i, "] = ", v,
+                        " is too small: it rounds to 0 in float32");
+    }
+  }
   return {holder.data_ptr<T>(), holder.numel()};
 }
 
@@ -557,6 +566,22 @@ __attribute__((visibility("default"))) const char* spec_edge_active_isa() {
 }
 __attribute__((visibility("default"))) const char* spec_edge_available_isas() {
   return spec_edge::available_isas();
+}
+// The ops' checks of one sequence's sampling settings (the Python .pte loop's, before any
+// program runs): null, or the message.
+__attribute__((visibility("default"))) const char* spec_edge_check_sampling(int64_t vocab, float temperature,
+                                                                            int64_t top_k, float top_p,
+                                                                            float min_p, float penalty) {
+  static thread_local char message[320];
+  spec_edge::Filters f;
+  f.top_k = {&top_k, 1};
+  f.top_p = {&top_p, 1};
+  f.min_p = {&min_p, 1};
+  f.repetition_penalty = {&penalty, 1};
+  const Status s = spec_edge::check_sampling_settings(vocab, temperature, f);
+  if (s.is_ok()) return nullptr;
+  std::snprintf(message, sizeof message, "%s", s.message());
+  return message;
 }
 __attribute__((visibility("default"))) const char* spec_edge_select_isa(const char* name) {
   static thread_local char message[320];

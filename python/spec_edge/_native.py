@@ -46,6 +46,9 @@ def load_library() -> Path:
         _handle.spec_edge_available_isas.restype = ctypes.c_char_p
         _handle.spec_edge_select_isa.restype = ctypes.c_char_p
         _handle.spec_edge_select_isa.argtypes = [ctypes.c_char_p]
+        _handle.spec_edge_check_sampling.restype = ctypes.c_char_p
+        _handle.spec_edge_check_sampling.argtypes = [ctypes.c_int64, ctypes.c_float, ctypes.c_int64,
+                                                     ctypes.c_float, ctypes.c_float, ctypes.c_float]
         _loaded = path
     return _loaded
 
@@ -73,5 +76,15 @@ def select_isa(name: str) -> None:
     """Forces an ISA path for the rest of the process (as ``SPEC_EDGE_ISA`` does at start)."""
     load_library()
     error = _handle.spec_edge_select_isa(name.encode())
+    if error is not None:
+        raise ValueError(error.decode())
+
+
+def check_sampling(vocab: int, temperature: float, top_k: int, top_p: float, min_p: float,
+                   repetition_penalty: float) -> None:
+    """The ops' checks of one sequence's sampling settings (``spec_edge::check_sampling_settings``),
+    for front ends that pass them to exported programs: a ValueError with the ops' message."""
+    load_library()
+    error = _handle.spec_edge_check_sampling(vocab, temperature, top_k, top_p, min_p, repetition_penalty)
     if error is not None:
         raise ValueError(error.decode())

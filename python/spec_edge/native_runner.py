@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import numbers
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import executorch as se_executorch
 from ._native import native_library
 from .ops import Filters
-from .runtime import GenerateStats, eos_ids, integer, one_call_at_a_time
+from .runtime import GenerateStats, eos_ids, integer, one_call_at_a_time, sampling_settings
 
 _extension = None
 
@@ -64,15 +63,9 @@ class NativeRunner:
         call at a time per instance: a second one, from another thread or from ``on_tokens``,
         raises RuntimeError (``stop`` is allowed from both); separate instances run in parallel.
         """
-        if filters.prev_tokens is not None:
-            raise ValueError("filters.prev_tokens: the loop passes the context itself; leave it None")
-        for name in ("top_k", "top_p", "min_p", "repetition_penalty"):
-            value = getattr(filters, name)
-            if not isinstance(value, numbers.Real):  # per-row tensors are for batched ops, not one sequence
-                raise ValueError(f"filters.{name}: expected a number (one sequence), got {type(value).__name__}")
+        T, top_k, top_p, min_p, penalty = sampling_settings(self.vocab_size, temperature, filters)
         ext = _load_extension()
-        sampling = ext.Sampling(temperature=float(temperature), top_k=int(filters.top_k), top_p=float(filters.top_p),
-                                min_p=float(filters.min_p), repetition_penalty=float(filters.repetition_penalty),
+        sampling = ext.Sampling(temperature=T, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=penalty,
                                 seed=integer(seed, "seed"))
         tokens = self._runner.generate([int(t) for t in prompt_ids], integer(max_new, "max_new"), sampling, bool(speculative),
                                        eos_ids(eos_token_id), on_tokens)

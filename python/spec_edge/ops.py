@@ -33,8 +33,24 @@ def _check_rank(t: torch.Tensor, ranks: tuple[int, ...], name: str, layout: str)
     torch._check(t.dim() in ranks, lambda: f"{name}: expected shape {layout}, got {tuple(t.shape)}")
 
 
+def _check_devices(scores: dict, small: dict) -> None:
+    """The native kernels' placement rule, for calls that reach the fake kernels (a ``meta``
+    tensor among CPU ones dispatches here): the score tensors on the device of the first, the
+    small inputs there or on the CPU. Without it a mixed call returns uninitialised tensors."""
+    (first, t0), *rest = scores.items()
+    for name, t in rest:
+        if t is not None and t.device != t0.device:
+            raise ValueError(f"{name}: expected a tensor on {t0.device} (as {first}), got one on {t.device}")
+    cpu = torch.device("cpu")
+    for name, t in small.items():
+        if t is not None and t.device not in (t0.device, cpu):
+            where = "the CPU" if t0.device == cpu else f"the CPU or on {t0.device} (as {first})"
+            raise ValueError(f"{name}: expected a tensor on {where}, got one on {t.device}")
+
+
 @torch.library.register_fake("spec_edge::verify_greedy")
 def _verify_greedy_fake(target_probs, draft_tokens):
+    _check_devices({"target_probs": target_probs}, {"draft_tokens": draft_tokens})
     _check_rank(target_probs, (2, 3), "target_probs", "[K+1, V] or [B, K+1, V]")
     shape = target_probs.shape[:-2]
     return (target_probs.new_empty(shape, dtype=torch.long),
@@ -43,6 +59,8 @@ def _verify_greedy_fake(target_probs, draft_tokens):
 
 @torch.library.register_fake("spec_edge::accept")
 def _accept_fake(target_probs, draft_probs, draft_tokens, uniforms):
+    _check_devices({"target_probs": target_probs, "draft_probs": draft_probs},
+                   {"draft_tokens": draft_tokens, "uniforms": uniforms})
     _check_rank(target_probs, (2, 3), "target_probs", "[K+1, V] or [B, K+1, V]")
     shape = target_probs.shape[:-2]
     return (target_probs.new_empty(shape, dtype=torch.long),
@@ -52,6 +70,10 @@ def _accept_fake(target_probs, draft_probs, draft_tokens, uniforms):
 @torch.library.register_fake("spec_edge::verify")
 def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft=None,
                  top_k=None, top_p=None, min_p=None, repetition_penalty=None, prev_tokens=None):
+    _check_devices({"target_logits": target_logits, "draft_logits": draft_logits},
+                   dict(draft_tokens=draft_tokens, temperature=temperature, seed=seed, offset=offset,
+                        num_draft=num_draft, top_k=top_k, top_p=top_p, min_p=min_p,
+                        repetition_penalty=repetition_penalty, prev_tokens=prev_tokens))
     _check_rank(target_logits, (3,), "target_logits", "[B, K+1, V]")
     batch, rows = target_logits.shape[0], target_logits.shape[1]
     return (target_logits.new_empty((batch,), dtype=torch.long),
@@ -61,6 +83,9 @@ def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, o
 @torch.library.register_fake("spec_edge::sample")
 def _sample_fake(logits, temperature, seed, offset, top_k=None, top_p=None, min_p=None,
                  repetition_penalty=None, prev_tokens=None):
+    _check_devices({"logits": logits}, dict(temperature=temperature, seed=seed, offset=offset, top_k=top_k,
+                                            top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
+                                            prev_tokens=prev_tokens))
     _check_rank(logits, (2,), "logits", "[B, V]")
     return logits.new_empty(logits.shape[:1], dtype=torch.long)
 
@@ -68,6 +93,8 @@ def _sample_fake(logits, temperature, seed, offset, top_k=None, top_p=None, min_
 @torch.library.register_fake("spec_edge::filter_logits")
 def _filter_logits_fake(logits, temperature, top_k=None, top_p=None, min_p=None,
                         repetition_penalty=None, prev_tokens=None):
+    _check_devices({"logits": logits}, dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                                            repetition_penalty=repetition_penalty, prev_tokens=prev_tokens))
     _check_rank(logits, (2,), "logits", "[B, V]")
     return torch.empty_like(logits)
 
@@ -81,6 +108,7 @@ def _check_start_pos(start_pos, seq: int, cache: torch.Tensor) -> None:
 
 @torch.library.register_fake("spec_edge::update_cache")
 def _update_cache_fake(value, cache, start_pos):
+    _check_devices({"value": value, "cache": cache}, {})
     _check_rank(value, (4,), "value", "[B, S, H, D]")
     _check_start_pos(start_pos, value.shape[1], cache)
     return value.new_empty((1,))
@@ -88,6 +116,7 @@ def _update_cache_fake(value, cache, start_pos):
 
 @torch.library.register_fake("spec_edge::attention")
 def _attention_fake(q, k_cache, v_cache, start_pos):
+    _check_devices({"q": q, "k_cache": k_cache, "v_cache": v_cache}, {})
     _check_rank(q, (4,), "q", "[B, S, H, D]")
     _check_start_pos(start_pos, q.shape[1], k_cache)
     return torch.empty_like(q)
@@ -159,6 +188,14 @@ def accept_with_uniforms(
     return VerifyResult(*torch.ops.spec_edge.accept(target_probs, draft_probs, draft_tokens, uniforms))
 
 
+def float32_number(value: float, name: str) -> float:
+    """A Python float for a float32 parameter; one that rounds to 0 is refused by name (a
+    temperature of 1e-300 would silently mean greedy)."""
+    if 0.0 < abs(value) <= 2.0 ** -150:
+        raise ValueError(f"{name} = {value!r} is too small: it rounds to 0 in float32")
+    return float(value)
+
+
 def _param(value, dtype: torch.dtype, name: str) -> torch.Tensor:
     """A parameter as the op's tensor. A Python number goes through ``torch.scalar_tensor``, about
     2 us cheaper than ``torch.tensor`` (three per call in a decode loop); anything else (a list),
@@ -167,6 +204,8 @@ def _param(value, dtype: torch.dtype, name: str) -> torch.Tensor:
         return value
     if isinstance(value, float) and not dtype.is_floating_point:
         raise TypeError(f"{name}: expected an integer, got {value!r}")
+    if isinstance(value, float) and dtype == torch.float32:
+        float32_number(value, name)
     if isinstance(value, (int, float)):
         try:
             return torch.scalar_tensor(value, dtype=dtype)

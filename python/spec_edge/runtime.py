@@ -26,7 +26,8 @@ import torch
 
 from . import executorch as se_executorch
 from .export import MANIFEST, MANIFEST_FORMAT, OP_VERSIONS, sha256
-from .ops import Filters
+from ._native import check_sampling
+from .ops import Filters, float32_number
 from .pte import inspect
 
 
@@ -36,6 +37,25 @@ def integer(value, name: str) -> int:
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise TypeError(f"{name}: expected an integer, got {value!r}")
     return int(value)
+
+
+def sampling_settings(vocab_size: int, temperature, filters: Filters) -> tuple[float, int, float, float, float]:
+    """One sequence's ``(temperature, top_k, top_p, min_p, repetition_penalty)`` as the programs
+    take them, checked by the ops' own rules and messages before any program runs (not an
+    ExecuTorch error code from inside one)."""
+    if filters.prev_tokens is not None:
+        raise ValueError("filters.prev_tokens: the loop passes the context itself; leave it None")
+    values = {"temperature": temperature, "filters.top_p": filters.top_p, "filters.min_p": filters.min_p,
+              "filters.repetition_penalty": filters.repetition_penalty}
+    for name, value in values.items():
+        if not isinstance(value, numbers.Real) or isinstance(value, bool):  # per-row tensors are for batched ops
+            raise TypeError(f"{name}: expected a number (one sequence), got {value!r}")
+    T, top_p, min_p, penalty = (float32_number(float(v), name) for name, v in values.items())
+    top_k = integer(filters.top_k, "filters.top_k")
+    if not -2**63 <= top_k < 2**63:
+        raise ValueError(f"filters.top_k: {top_k} does not fit int64")
+    check_sampling(vocab_size, T, top_k, top_p, min_p, penalty)
+    return T, top_k, top_p, min_p, penalty
 
 
 def eos_ids(eos_token_id) -> list[int]:
@@ -103,10 +123,15 @@ class GenerateStats:
         return self.accepted / self.proposed if self.proposed else 0.0
 
 
-def _load_program(path: Path, methods: set[str]):
+def _load_program(path: Path, methods: set[str], expected_sha256: str | None):
+    """The program at `path` with `methods` loaded; checked against `expected_sha256` (the
+    manifest's) before ExecuTorch reads a byte of it (None: a user's own program)."""
     from executorch.runtime import Runtime
     if not path.is_file():
         raise ProgramError(f"{path}: program not found")
+    data = path.read_bytes()
+    if expected_sha256 is not None and sha256(data) != expected_sha256:
+        raise ProgramError(f"{path}: does not match the manifest's hash (rebuilt or corrupted since export)")
     try:
         info = inspect(path)
     except ValueError as error:
@@ -115,7 +140,6 @@ def _load_program(path: Path, methods: set[str]):
     if unregistered:
         raise ProgramError(f"{path}: calls {sorted(unregistered)}, which ExecuTorch's runtime does not have "
                            "in this process: load spec_edge's kernels first (spec_edge.executorch.load())")
-    data = path.read_bytes()
     try:
         program = Runtime.get().load_program(data)
     except Exception as error:
@@ -133,7 +157,7 @@ def _load_program(path: Path, methods: set[str]):
                 f"{path}: method {name!r} does not load: {error}. If an operator is missing, load "
                 "spec_edge's ExecuTorch kernels first (spec_edge.executorch.load()) and make sure "
                 "the runtime links XNNPACK") from error
-    return program, loaded, data
+    return program, loaded
 
 
 class PteSpeculativeDecoder:
@@ -178,24 +202,24 @@ class PteSpeculativeDecoder:
         self.k = self.max_k if k is None else k
         se_executorch.load()
         self.external_target = target_pte is not None
-        self._draft_program, self.draft, draft_bytes = _load_program(self.dir / "draft.pte", {"prefill", "draft_step"})
-        ours = [("draft.pte", self._draft_program, draft_bytes)]
+        def ours(name: str, methods: set[str]):
+            if not isinstance(programs.get(name), str):
+                raise ProgramError(f"{manifest_path}: programs: expected the sha256 of {name}")
+            return _load_program(self.dir / name, methods, programs[name])
+
+        self._draft_program, self.draft = ours("draft.pte", {"prefill", "draft_step"})
+        loaded = [("draft.pte", self._draft_program)]
         if self.external_target:
             if self.k != self.max_k:
                 raise ProgramError(f"k: verify.pte was exported for K={self.max_k}, got k={self.k}")
-            self._verify_program, verify, verify_bytes = _load_program(self.dir / "verify.pte", {"verify"})
-            self._target_program, self.target, _ = _load_program(Path(target_pte), {"forward"})
+            self._verify_program, verify = ours("verify.pte", {"verify"})
+            self._target_program, self.target = _load_program(Path(target_pte), {"forward"}, None)
             self.target["verify"] = verify["verify"]
-            ours.append(("verify.pte", self._verify_program, verify_bytes))
+            loaded.append(("verify.pte", self._verify_program))
         else:
-            self._target_program, self.target, target_bytes = _load_program(
-                self.dir / "target.pte", {"prefill", "logits", "decode_step", "verify"})
-            ours.append(("target.pte", self._target_program, target_bytes))
-        for name, _, data in ours:
-            if programs.get(name) != sha256(data):
-                raise ProgramError(f"{self.dir / name}: does not match the manifest's hash (rebuilt or "
-                                   "corrupted since export)")
-        self._check_programs(ours)
+            self._target_program, self.target = ours("target.pte", {"prefill", "logits", "decode_step", "verify"})
+            loaded.append(("target.pte", self._target_program))
+        self._check_programs(loaded)
         if self.external_target:
             self._check_llm_target(Path(target_pte))
         self.stats = GenerateStats()
@@ -221,7 +245,7 @@ class PteSpeculativeDecoder:
     def _check_programs(self, programs):
         """The programs' own metadata and shapes against the manifest and this spec_edge: op
         versions, the vocabulary of all, the largest K of the verify step."""
-        for name, program, _ in programs:
+        for name, program in programs:
             for op, version in OP_VERSIONS.items():
                 method = f"spec_edge_op_version_{op.split('::')[1]}"
                 if method not in program.method_names:
@@ -245,15 +269,14 @@ class PteSpeculativeDecoder:
     # ---- the loop ---------------------------------------------------------------------------
 
     def sampling_inputs(self, temperature: float, filters: Filters, context: list[int], seed: int, offset: int):
-        """The <sampling> inputs of the programs (see spec_edge.export): the context becomes
-        ``prev_tokens`` padded with -1 (only when the repetition penalty is on)."""
+        """The <sampling> inputs of the programs (see spec_edge.export), checked: the context
+        becomes ``prev_tokens`` padded with -1 (only when the repetition penalty is on)."""
+        T, top_k, top_p, min_p, penalty = sampling_settings(self.vocab_size, temperature, filters)
         prev = torch.full((1, self.max_context_len), -1, dtype=torch.long)
-        if filters.repetition_penalty != 1.0:
+        if penalty != 1.0:
             prev[0, :len(context)] = torch.tensor(context)
-        return [torch.tensor([float(temperature)]), torch.tensor([int(filters.top_k)]),
-                torch.tensor([float(filters.top_p)]), torch.tensor([float(filters.min_p)]),
-                torch.tensor([float(filters.repetition_penalty)]), prev, torch.tensor([int(seed)]),
-                torch.tensor([int(offset)])]
+        return [torch.tensor([T]), torch.tensor([top_k]), torch.tensor([top_p]), torch.tensor([min_p]),
+                torch.tensor([penalty]), prev, torch.tensor([int(seed)]), torch.tensor([int(offset)])]
 
     def target_logits(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         """The target's logits [1, n, V] over ``tokens`` [1, n] at ``input_pos`` (writes its cache);
@@ -311,8 +334,7 @@ class PteSpeculativeDecoder:
         if len(prompt) + max_new + self.k + 1 > self.max_context_len:
             raise ValueError(f"prompt ({len(prompt)} tokens) + max_new ({max_new}) + K+1 ({self.k + 1}) "
                              f"exceeds the context length {self.max_context_len}")
-        if isinstance(filters.prev_tokens, torch.Tensor):
-            raise ValueError("filters.prev_tokens: the loop passes the context itself; leave it None")
+        fixed = self.sampling_inputs(temperature, filters, [], seed, 0)  # checked before any program runs
         stats = GenerateStats(accepted_hist=[0] * (self.k + 1))
         t_start = time.perf_counter()
         context = list(prompt)
@@ -321,7 +343,6 @@ class PteSpeculativeDecoder:
             self._prefill(self.draft["prefill"], prompt[:-1], 0)
         stats.prefill_s = time.perf_counter() - t_start
         offset = 0
-        fixed = self.sampling_inputs(temperature, filters, [], seed, 0)
         new: list[int] = []
         draft_seen = len(prompt) - 1  # context tokens in the draft's cache
         while len(new) < max_new:

@@ -29,11 +29,15 @@ const char kUsage[] =
   std::exit(code);
 }
 
-double number(const char* flag, const char* text) {
+// A float32 setting; its range is the ops' check (Runner::generate). One that rounds to 0 is
+// refused here: a temperature of 1e-300 would silently mean greedy.
+float number(const char* flag, const char* text) {
   char* end = nullptr;
   const double v = std::strtod(text, &end);
   if (end == text || *end != '\0') fail(std::string(flag) + ": expected a number, got '" + text + "'");
-  return v;
+  if (v != 0.0 && static_cast<float>(v) == 0.0f)
+    fail(std::string(flag) + ": " + text + " is too small: it rounds to 0 in float32");
+  return static_cast<float>(v);
 }
 
 // A file that can be written, checked before any program runs (the decoding is not wasted).
@@ -104,11 +108,11 @@ int main(int argc, char** argv) {
     else if (flag == "--prompt") text = value, have_text = true;
     else if (flag == "--max-new") max_new = integer("--max-new", value, 0);
     else if (flag == "--k") k = static_cast<int>(integer("--k", value, INT32_MIN, INT32_MAX));
-    else if (flag == "--temperature") sampling.temperature = static_cast<float>(number("--temperature", value));
+    else if (flag == "--temperature") sampling.temperature = number("--temperature", value);
     else if (flag == "--top-k") sampling.top_k = integer("--top-k", value, 0);
-    else if (flag == "--top-p") sampling.top_p = static_cast<float>(number("--top-p", value));
-    else if (flag == "--min-p") sampling.min_p = static_cast<float>(number("--min-p", value));
-    else if (flag == "--repetition-penalty") sampling.repetition_penalty = static_cast<float>(number(flag.c_str(), value));
+    else if (flag == "--top-p") sampling.top_p = number("--top-p", value);
+    else if (flag == "--min-p") sampling.min_p = number("--min-p", value);
+    else if (flag == "--repetition-penalty") sampling.repetition_penalty = number(flag.c_str(), value);
     else if (flag == "--seed") sampling.seed = integer("--seed", value);
     else if (flag == "--eos") eos = integer("--eos", value), have_eos = true;
     else if (flag == "--stats-json") stats_json = value, writable_or_fail(flag, stats_json);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -14,6 +15,7 @@
 #include "program_format.h"  // kManifestFormat, kOpVersions (the programs carry the versions too)
 #include "read_file.h"
 #include "sha256.h"
+#include "spec_edge/ops.h"
 
 namespace spec_edge::runner {
 namespace {
@@ -45,6 +47,22 @@ std::unique_ptr<Module> load_program(const std::string& path, const std::vector<
                         "or XNNPACK");
   }
   return module;
+}
+
+// JSON's own error message, which quotes what it read, with bytes outside printable ASCII as
+// \xNN: a damaged manifest's invalid UTF-8 must not reach a terminal or Python's str.
+std::string malformed(const std::string& path, const char* what) {
+  std::string out = path + ": malformed manifest (";
+  for (const unsigned char c : std::string(what)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out + ")";
 }
 
 // A manifest number: an integer (not a boolean, not 8.5) in [lo, hi], or an error naming it.
@@ -110,7 +128,7 @@ class ModuleRunner final : public Runner {
         throw RunnerError(manifest_path + ": programs built for op versions " + manifest.at("ops").dump() +
                           ", this runner has others: export them again");
     } catch (const nlohmann::json::exception& e) {
-      throw RunnerError(manifest_path + ": malformed manifest (" + e.what() + ")");
+      throw RunnerError(malformed(manifest_path, e.what()));
     }
     k_ = k.value_or(max_k_);
     if (k_ < 1 || k_ > max_k_)
@@ -120,7 +138,7 @@ class ModuleRunner final : public Runner {
       check_hash(manifest, manifest_path, dir, "draft.pte");
       check_hash(manifest, manifest_path, dir, "target.pte");
     } catch (const nlohmann::json::exception& e) {
-      throw RunnerError(manifest_path + ": malformed manifest (" + e.what() + ")");
+      throw RunnerError(malformed(manifest_path, e.what()));
     }
     draft_ = load_program(dir + "/draft.pte", {"prefill", "draft_step"});
     target_ = load_program(dir + "/target.pte", {"prefill", "decode_step", "verify"});
@@ -202,11 +220,15 @@ class ModuleRunner final : public Runner {
       throw ArgumentError("prompt (" + std::to_string(prompt.size()) + " tokens) + max_new (" + std::to_string(max_new) +
                         ") + K+1 (" + std::to_string(k_ + 1) + ") exceeds the context length " +
                         std::to_string(context_));
-    if (!(s.temperature >= 0.0f)) throw ArgumentError("temperature: expected >= 0");
-    if (s.top_k < 0) throw ArgumentError("top_k: expected >= 0 (0 is off; V or more keeps every token)");
-    if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) throw ArgumentError("top_p: expected in (0, 1]");
-    if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) throw ArgumentError("min_p: expected in [0, 1]");
-    if (!(s.repetition_penalty > 0.0f)) throw ArgumentError("repetition_penalty: expected > 0");
+    // The ops' own checks and messages, before any program runs (not an ExecuTorch error code
+    // from inside one).
+    spec_edge::Filters f;
+    f.top_k = {&s.top_k, 1};
+    f.top_p = {&s.top_p, 1};
+    f.min_p = {&s.min_p, 1};
+    f.repetition_penalty = {&s.repetition_penalty, 1};
+    const spec_edge::Status status = spec_edge::check_sampling_settings(vocab_, s.temperature, f);
+    if (!status.is_ok()) throw ArgumentError(status.message());
   }
 
   void prefill(Module& program, const std::vector<int64_t>& prompt) {

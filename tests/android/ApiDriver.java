@@ -1,5 +1,11 @@
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Random;
+import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicReference;
 import org.specedge.GenerationStats;
@@ -15,6 +21,8 @@ import org.specedge.TokenCallback;
  *   control DIR        (stop, close, concurrency, callback exceptions)
  *   errors DIR         (bad input: one line per case, the exception and its message)
  *   load DIR           (the same line for loading DIR)
+ *   fuzz DIR TRIALS SEED  (byte flips in DIR's programs and manifest, as tests/fuzz_programs.py:
+ *                      one line per outcome and its count; DIR is changed and restored)
  */
 public final class ApiDriver {
   public static void main(String[] args) throws Exception {
@@ -25,6 +33,7 @@ public final class ApiDriver {
       case "control": control(args[1]); break;
       case "errors": errors(args[1]); break;
       case "load": attempt("load", () -> new SpeculativeRunner(args[1]).close()); break;
+      case "fuzz": fuzz(args[1], Integer.parseInt(args[2]), Long.parseLong(args[3])); break;
       default: throw new IllegalArgumentException("unknown mode " + args[0]);
     }
   }
@@ -210,6 +219,42 @@ public final class ApiDriver {
     }
   }
 
+  static long[] decode(String dir) {
+    try (SpeculativeRunner r = new SpeculativeRunner(dir)) {
+      return r.generate(new long[] {5, 17, 3, 29}, 6, SamplingConfig.greedy(), true, -1, null);
+    }
+  }
+
+  // Each trial flips 1-4 bits of one file; the outcome: "refused FILE" (an exception naming it),
+  // "same" (the clean tokens), "different", or "unnamed: MESSAGE". A crash ends the JVM.
+  static void fuzz(String dir, int trials, long seed) throws Exception {
+    String[] files = {"draft.pte", "target.pte", "manifest.json"};
+    long[] clean = decode(dir);
+    Random rng = new Random(seed);
+    TreeMap<String, Integer> outcomes = new TreeMap<>();
+    for (int trial = 0; trial < trials; ++trial) {
+      String name = files[rng.nextInt(files.length)];
+      Path path = Paths.get(dir, name);
+      byte[] original = Files.readAllBytes(path);
+      byte[] data = original.clone();
+      for (int flips = 1 + rng.nextInt(4); flips > 0; --flips) data[rng.nextInt(data.length)] ^= 1 << rng.nextInt(8);
+      System.err.println("trial " + trial + ": " + name);
+      Files.write(path, data);
+      String outcome;
+      try {
+        outcome = Arrays.equals(decode(dir), clean) ? "same" : "different";
+      } catch (RuntimeException e) {
+        String message = String.valueOf(e.getMessage());
+        String named = null;
+        for (String f : files) if (message.contains(f)) named = f;
+        outcome = named != null ? "refused " + named : "unnamed: " + message;
+      }
+      outcomes.merge(outcome, 1, Integer::sum);
+      Files.write(path, original);
+    }
+    for (java.util.Map.Entry<String, Integer> e : outcomes.entrySet()) System.out.println(e.getKey() + "\t" + e.getValue());
+  }
+
   static void errors(String dir) {
     SamplingConfig greedy = SamplingConfig.greedy();
     long[] prompt = {1, 2, 3};
@@ -227,6 +272,8 @@ public final class ApiDriver {
       attempt("temperature", () -> r.generate(prompt, 4, SamplingConfig.builder().temperature(-1).build(), true, -1,
           null));
       attempt("temperature_nan", () -> r.generate(prompt, 4, SamplingConfig.builder().temperature(Float.NaN).build(),
+          true, -1, null));
+      attempt("temperature_tiny", () -> r.generate(prompt, 4, SamplingConfig.builder().temperature(1e-39f).build(),
           true, -1, null));
       attempt("top_k", () -> r.generate(prompt, 4, SamplingConfig.builder().topK(-3).build(), true, -1, null));
       attempt("top_p", () -> r.generate(prompt, 4, SamplingConfig.builder().topP(0).build(), true, -1, null));

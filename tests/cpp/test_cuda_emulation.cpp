@@ -300,6 +300,70 @@ TEST(CudaEmulation, ValueErrorsMatchTheCore) {
   }
 }
 
+// The edges of docs/OPS.md's row rule, in every op: a row with no finite logit is an error at
+// T = 0 as at T > 0 (also when the penalty takes its last finite logit); filter_logits refuses
+// a finite row whose y / T overflows float. Both builds, the same message.
+TEST(CudaEmulation, EdgeRowsMatchTheCore) {
+  const int64_t V = 70, K = 1;
+  const std::vector<int64_t> drafts = {3}, prev = {5};
+  const int64_t seed = 1, offset = 0;
+  for (const float T : {0.0f, 0.8f}) {
+    for (int c = 0; c < 2; ++c) {
+      std::vector<float> x((K + 1) * V, -kInf);
+      float pen = 1.0f;
+      if (c == 1) x[5] = -3e38f, pen = 2.0f;  // the penalty makes the only finite logit -inf
+      const Scores s(x, 1, K + 1, V);
+      VerifyParams params;
+      params.temperature = {&T, 1};
+      params.seed = {&seed, 1};
+      params.offset = {&offset, 1};
+      params.filters.repetition_penalty = {&pen, 1};
+      params.filters.prev_tokens = testing::tokens(prev, 1, 1);
+      const Rows target = s.rows(DType::kFloat32);
+      Rows draft = target, first = target;
+      draft.rows = K;
+      first.rows = 1;
+      std::vector<int64_t> len(1), out(K + 1), tokens(1);
+      const Status a = verify(target, draft, testing::tokens(drafts, 1, K), params, {len.data(), out.data(), K + 1});
+      EXPECT_NE(std::string(a.message()).find("target_logits[0, 0] has no finite logit"), std::string::npos)
+          << "T = " << T << ", case " << c << ": " << a.message();
+      expect_same_status(a, cuda::verify(target, draft, testing::tokens(drafts, 1, K), params,
+                                         {len.data(), out.data(), K + 1}, nullptr));
+      const SampleParams sp{params.temperature, params.seed, params.offset, params.filters};
+      const Status b = sample(first, sp, tokens.data());
+      EXPECT_NE(std::string(b.message()).find("logits[0] has no finite logit"), std::string::npos) << b.message();
+      expect_same_status(b, cuda::sample(first, sp, tokens.data(), nullptr));
+      std::vector<float> y(V);
+      expect_same_status(filter_logits(first, params.temperature, params.filters, y.data(), V),
+                         cuda::filter_logits(first, params.temperature, params.filters, y.data(), V, nullptr));
+      if (c == 0) {
+        std::vector<int64_t> n(1), t(1);
+        const Status g = verify_greedy(target, testing::tokens(drafts, 1, K), {n.data(), t.data()});
+        EXPECT_NE(std::string(g.message()).find("target_probs[0, 0] has no finite logit"), std::string::npos);
+        expect_same_status(g, cuda::verify_greedy(target, testing::tokens(drafts, 1, K), {n.data(), t.data()}, nullptr));
+      }
+    }
+  }
+  // Finite logits near float max: y / T overflows at T < 1, filtered or not; T = 1 is fine.
+  std::vector<float> x(V, 3e38f);
+  x[0] = -3e38f;
+  const Scores s(x, 1, 1, V);
+  const int64_t top_k = 3;
+  for (const float T : {0.5f, 1.0f}) {
+    for (bool filtered : {false, true}) {
+      Filters f;
+      if (filtered) f.top_k = {&top_k, 1};
+      std::vector<float> y(V);
+      const Status a = filter_logits(s.rows(DType::kFloat32), {&T, 1}, f, y.data(), V);
+      EXPECT_EQ(a.is_ok(), T == 1.0f) << a.message();
+      if (!a.is_ok())
+        EXPECT_NE(std::string(a.message()).find("logits[0, 1] = 3e+38: divided by the temperature 0.5 it overflows"),
+                  std::string::npos) << a.message();
+      expect_same_status(a, cuda::filter_logits(s.rows(DType::kFloat32), {&T, 1}, f, y.data(), V, nullptr));
+    }
+  }
+}
+
 // Top-k, top-p and min-p, alone and together: the kept sets, the draws and filter_logits' rows
 // equal the core's.
 struct FilterCase {

@@ -51,12 +51,12 @@ int64_t find_sorted(const std::vector<int64_t>& ids, int64_t id) {
   return it != ids.end() && *it == id ? it - ids.begin() : -1;
 }
 
+}  // namespace
+
 Status no_finite_logit(RowName where) {
   return Status::error(Code::kInvalidArgument, "%s] has no finite logit (every token is masked)",
                        where.prefix().c_str());
 }
-
-}  // namespace
 
 std::string RowName::prefix() const {
   char buf[96];
@@ -190,9 +190,9 @@ Status greedy_token(const RowKernels& k, const void* row, int64_t V,
     return Status::error(Code::kInvalidArgument, "%s, %lld] is NaN", where.prefix().c_str(),
                          (ll)am.nan_at);
   *token = am.index;
-  if (penalty == 1.0f || penalized_ids.empty()) return Status::ok();
   const float raw_max = k.load(row, am.index);
-  if (raw_max == -kInf) return Status::ok();  // every logit -inf: index 0, as argmax
+  if (raw_max == -kInf) return no_finite_logit(where);  // as at T > 0: no token to emit
+  if (penalty == 1.0f || penalized_ids.empty()) return Status::ok();
   thread_local std::vector<float> values, hit_values;
   thread_local std::vector<int64_t> hits;
   values.resize(penalized_ids.size());
@@ -200,6 +200,7 @@ Status greedy_token(const RowKernels& k, const void* row, int64_t V,
     values[i] = apply_penalty(k.load(row, penalized_ids[i]), penalty);
   const Patches patches{penalized_ids.data(), values.data(), static_cast<int64_t>(values.size())};
   const float ymax = patched_row_max(k, row, V, raw_max, patches);
+  if (ymax == -kInf) return no_finite_logit(where);  // the penalty took the last finite logit
   if (ymax == kInf) {
     // x - ymax is NaN at +inf, so the collect below would find nothing: the first +inf of the
     // patched row, by a scan (+inf logits are rare).

@@ -181,7 +181,10 @@ Status bad_logit(const RowKernels& k, const void* row, int64_t V, RowName where)
 // The patched row maximum, given the unpatched one.
 float patched_row_max(const RowKernels& k, const void* row, int64_t V, float raw_max,
                       Patches patches);
-// Greedy token of a logit row under the penalty: the first index of the maximum of y.
+// The error of a row whose every logit is -inf, at any temperature and in every op.
+Status no_finite_logit(RowName where);
+// Greedy token of a logit row under the penalty: the first index of the maximum of y (a row
+// with no finite logit is an error, as at T > 0).
 Status greedy_token(const RowKernels& k, const void* row, int64_t V,
                     const std::vector<int64_t>& penalized, float penalty, RowName where,
                     int64_t* token);

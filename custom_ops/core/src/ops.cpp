@@ -104,6 +104,8 @@ Status greedy_row(const RowKernels& k, const Rows& target, const char* name, con
     if (am.nan_at >= 0)
       return Status::error(Code::kInvalidArgument, "%s[%lld, %lld, %lld] is NaN", name, (ll)b,
                            (ll)i, (ll)am.nan_at);
+    if (k.load(row_bytes(target, b, i), am.index) == -std::numeric_limits<float>::infinity())
+      return no_finite_logit({name, b, i});
     if (i == n || tokens.at(b, i) != am.index) {
       *n_accepted = i;
       *next_token = am.index;
@@ -382,6 +384,10 @@ Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens) {
   return Status::ok();
 }
 
+Status check_sampling_settings(int64_t vocab, float temperature, const Filters& filters) {
+  return check_sampling(1, vocab, PerRow<float>{&temperature, 1}, 1, 1, filters);
+}
+
 Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filters& filters,
                      float* out, int64_t out_stride) {
   SPEC_EDGE_RETURN_IF_ERROR(validate_sampling_rows(logits, temperature, 1, 1, filters));
@@ -410,6 +416,14 @@ Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filter
       default: row_to_float<float>(row, V, y); break;
     }
     f.write_scaled(y);
+    // The row's maximum y / T is the largest value written: a finite row can overflow there.
+    if (f.map().xmax / rs.temperature == std::numeric_limits<float>::infinity()) {
+      const int64_t j = std::find(y, y + V, std::numeric_limits<float>::infinity()) - y;
+      return Status::error(Code::kInvalidArgument,
+                           "logits[%lld, %lld] = %g: divided by the temperature %g it overflows "
+                           "float (filter_logits cannot return it; sample and verify take the row)",
+                           (ll)b, (ll)j, (double)k.load(row, j), (double)rs.temperature);
+    }
   }
   return Status::ok();
 }

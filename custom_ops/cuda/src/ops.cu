@@ -63,6 +63,7 @@ enum class Fault : int32_t {
   kPenaltyInf,   // the repetition penalty overflows a logit to +inf
   kBadProb,      // a probability that is negative or not finite
   kBadMass,      // a probability row whose mass is not a distribution's
+  kScaledInf,    // filter_logits: a logit / T overflows float
 };
 
 struct RowFault {
@@ -70,7 +71,7 @@ struct RowFault {
   int32_t tensor;  // 0: the target (or logits), 1: the draft
   int64_t row, index;
   float value;
-  double detail;  // kBadMass: the row's mass; kPenaltyInf: the penalty
+  double detail;  // kBadMass: the row's mass; kPenaltyInf: the penalty; kScaledInf: T
 };
 
 // ---- per-row inputs ---------------------------------------------------------------------------
@@ -332,6 +333,10 @@ __device__ bool greedy(const LogitRow<T>& r, int tensor, int64_t row, RowFault* 
     return false;
   }
   *token = block_argmax(r.n, [&](int64_t j) { return r.y(j); }, sh);
+  if (r.y(*token) == -kInf) {  // every (penalized) logit -inf: no token to emit, as at T > 0
+    if (threadIdx.x == 0) set_fault(fault, Fault::kNoFinite, tensor, row, -1, 0.0f);
+    return false;
+  }
   return true;
 }
 
@@ -979,6 +984,15 @@ __global__ void __launch_bounds__(kThreads) filter_kernel(DeviceRows<T> logits, 
     if (!check_logits(r, 0, -1, fault, &ymax, sh)) return;
     for (int64_t j = threadIdx.x; j < V; j += kThreads) o[j] = r.y(j) / rp.temperature;
   }
+  if (rp.temperature == 0.0f) return;
+  // The core's check: a finite logit whose y / T overflows, the first such index.
+  __syncthreads();
+  int64_t over = kNone;
+  for (int64_t j = threadIdx.x; j < V; j += kThreads)
+    if (o[j] == kInf) over = min(over, j);
+  over = block_min(over, sh);
+  if (over != kNone && threadIdx.x == 0)
+    set_fault(fault, Fault::kScaledInf, 0, -1, over, r.raw(over), rp.temperature);
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -1089,6 +1103,11 @@ Status fault_status(const RowFault& f, int64_t b, const char* const names[2], bo
                            "%s] has mass %g: a probability row needs a finite sum >= %g (an "
                            "all-zero row is not a distribution)",
                            at.c_str(), f.detail, (double)FLT_MIN);
+    case Fault::kScaledInf:
+      return Status::error(Code::kInvalidArgument,
+                           "%s, %lld] = %g: divided by the temperature %g it overflows float "
+                           "(filter_logits cannot return it; sample and verify take the row)",
+                           at.c_str(), (ll)f.index, (double)f.value, f.detail);
     case Fault::kNone: break;
   }
   return Status::ok();

@@ -2,7 +2,10 @@
 //
 // Every op takes a batch of independent sequences. Inputs are read-only views; outputs are
 // caller-owned arrays. On error nothing is guaranteed about the outputs, and the status names
-// the argument and what was expected.
+// the argument and what was expected. One rule for every op at every temperature: a row with
+// no finite logit (every score -inf) is an error; an op reads a sequence's rows in order up to
+// the one that decides it and checks each row it reads; rows after that one are neither read
+// nor checked (the bytes an early rejection saves).
 #pragma once
 
 #include "spec_edge/status.h"
@@ -13,7 +16,7 @@ namespace spec_edge {
 // verify_greedy(target [B, K+1, V], draft_tokens [B, K]) -> (n_accepted [B], next_token [B])
 // Accepts t_i while t_i == argmax(target_i); emits argmax(target_n) at the first miss n (or
 // n = K). Ties resolve to the lowest index. Rows past the first miss are not read. Scores may
-// be probabilities or logits (NaN rejected, +-inf allowed).
+// be probabilities or logits (NaN rejected, +-inf allowed, not every score -inf).
 Status verify_greedy(const Rows& target, const Tokens& draft_tokens, VerifyResult out);
 
 // accept(target_probs [B, K+1, V], draft_probs [B, K, V] or null, draft_tokens [B, K],
@@ -49,7 +52,8 @@ struct Filters {
 // largest), top-p (a token is kept iff the mass of strictly larger scores is < top_p; ties are
 // kept together) and min-p (the tokens strictly above the largest score whose probability is
 // < min_p * max probability). temperature == 0 (greedy) keeps only the first argmax of pen(x),
-// unscaled. Rows must hold no NaN or +inf and at least one finite logit.
+// unscaled. Rows must hold no NaN or +inf and at least one finite logit, and pen(x) / T must
+// not overflow float (sample and verify take such rows: they scale differences to the max).
 Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filters& filters,
                      float* out, int64_t out_stride);
 
@@ -94,5 +98,12 @@ struct SampleParams {
   Filters filters;
 };
 Status sample(const Rows& logits, const SampleParams& params, int64_t* tokens);
+
+// The checks sample and verify apply to one sequence's temperature and filters (prev_tokens
+// aside) over a vocabulary of V, with their messages: for front ends that pass the settings to
+// exported programs, so that a bad value is refused by name before any program runs.
+// Exported from the libraries that hide the core (the runners link it through the kernels').
+__attribute__((visibility("default"))) Status check_sampling_settings(int64_t vocab, float temperature,
+                                                                      const Filters& filters);
 
 }  // namespace spec_edge
