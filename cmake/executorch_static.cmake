@@ -28,4 +28,9 @@ foreach(pair "kernels_optimized=optimized_native_cpu_ops_lib" "backend_xnnpack=x
   set_target_properties(executorch::${alias} PROPERTIES
     INTERFACE_LINK_LIBRARIES "$<LINK_LIBRARY:WHOLE_ARCHIVE,${lib}>;executorch::runtime")
 endforeach()
+if(TARGET quantized_ops_lib)  # optional: quantized token embeddings
+  add_library(executorch::kernels_quantized INTERFACE IMPORTED)
+  set_target_properties(executorch::kernels_quantized PROPERTIES
+    INTERFACE_LINK_LIBRARIES "$<LINK_LIBRARY:WHOLE_ARCHIVE,quantized_ops_lib>;executorch::runtime")
+endif()
 set(SPEC_EDGE_EXECUTORCH_STATIC ON)

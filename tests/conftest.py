@@ -20,3 +20,11 @@ def pair(tmp_path_factory):
     pytest.importorskip("executorch")
     from small_pair import export_small_pair
     return export_small_pair(tmp_path_factory.mktemp("pte"))
+
+
+@pytest.fixture(scope="session")
+def embedding_pair(tmp_path_factory):
+    """small_pair.embedding_configs exported with 4-bit grouped token embeddings ("4,32")."""
+    pytest.importorskip("executorch")
+    from small_pair import export_embedding_pair
+    return export_embedding_pair(tmp_path_factory.mktemp("embedding") / "q4", "4,32")

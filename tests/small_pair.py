@@ -29,3 +29,18 @@ def export_small_pair(root: Path) -> Path:
     manifest["programs"]["draft.pte"] = sha256(export_draft(target, target_config, root / "self" / "draft.pte", 4))
     (root / "self" / "manifest.json").write_text(json.dumps(manifest))
     return root
+
+
+def embedding_configs():
+    """A pair with a vocabulary large enough for its token embedding to dominate a program."""
+    from spec_edge.export import ModelConfig
+    return (ModelConfig(dim=64, n_layers=1, n_heads=4, vocab_size=1024, max_context_len=64),
+            ModelConfig(dim=32, n_layers=1, n_heads=2, vocab_size=1024, max_context_len=64))
+
+
+def export_embedding_pair(out: Path, mode: str | None) -> Path:
+    """The embedding_configs pair (seeds 1, 2), its token embeddings quantized as `mode`."""
+    from spec_edge.export import build_model, export_pair
+    target_config, draft_config = embedding_configs()
+    return export_pair(build_model(target_config, seed=1), target_config, build_model(draft_config, seed=2),
+                       draft_config, K, out, prefill_chunk=4, quantize_embedding=mode, progress=False)

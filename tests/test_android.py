@@ -131,6 +131,14 @@ def test_the_java_api_gives_the_clis_tokens(jvm, classes, pair, k):
 
 
 @every_jvm
+def test_quantized_token_embeddings_through_the_jni_library(jvm, classes, embedding_pair):
+    """The JNI library links ExecuTorch's quantized kernels: 4-bit token embeddings decode the CLI's tokens."""
+    for sampling, flags in ((GREEDY, []), (SAMPLED, SAMPLED_FLAGS)):
+        tokens, _ = driver_tokens(jvm, classes, embedding_pair, K, 12, True, sampling, PROMPT)
+        assert tokens == NATIVE.tokens(embedding_pair, "--max-new", "12", *flags)
+
+
+@every_jvm
 def test_the_default_pair_through_the_jni_library(jvm, classes, default_programs, x86_64_outputs):  # noqa: F811
     for mode, sampling in (("greedy", GREEDY), ("sampled", SAMPLED)):
         tokens, _ = driver_tokens(jvm, classes, default_programs, 4, 32, True, sampling, DEFAULT_PROMPT)

@@ -323,6 +323,16 @@ def test_byte_flips_in_programs_and_manifests_never_crash_the_runner(build, pair
     assert outcomes.get("refused draft.pte", 0) and outcomes.get("refused target.pte", 0), outcomes
 
 
+@every_build
+def test_quantized_token_embeddings_on_every_build(build, embedding_pair):
+    """The command-line runner links ExecuTorch's quantized kernels: a program with 4-bit token
+    embeddings decodes the Python loop's tokens, greedy and sampled."""
+    dec = PteSpeculativeDecoder(embedding_pair)
+    assert build.tokens(embedding_pair, "--max-new", "12") == dec.generate(PROMPT, 12)
+    assert (build.tokens(embedding_pair, "--max-new", "12", *SAMPLED_FLAGS)
+            == dec.generate(PROMPT, 12, **SAMPLED))
+
+
 MANIFEST_FIELDS = [("prefill_chunk", -1), ("prefill_chunk", 0), ("prefill_chunk", 97), ("k", 2**32 + 8), ("k", True),
                    ("k", 8.5), ("k", 0), ("vocab_size", "48"), ("max_context_len", 1), ("max_context_len", 2**63 + 5)]
 

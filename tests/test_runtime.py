@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import shutil
@@ -15,11 +16,12 @@ import torch
 import spec_edge
 from spec_edge import Filters
 from filter_ref import filtered_law
-from small_pair import K, PROMPT, configs
+from small_pair import K, PROMPT, configs, embedding_configs, export_embedding_pair
 from stats_utils import chisquare_pvalue
 
 pytest.importorskip("executorch")
-from spec_edge.export import ModelConfig, build_model, export_pair, quantize_model  # noqa: E402
+from spec_edge.export import (ModelConfig, build_model, export_pair, quantize_model,  # noqa: E402
+                               quantize_token_embedding)
 from spec_edge.runtime import PteSpeculativeDecoder, ProgramError  # noqa: E402
 
 TARGET, DRAFT = configs()
@@ -215,7 +217,8 @@ def test_quantized_pair_runs_and_stays_close_to_fp32(tmp_path):
     target, draft = build_model(TARGET, seed=1), build_model(DRAFT, seed=2)
     export_pair(target, TARGET, draft, DRAFT, K, tmp_path, prefill_chunk=4, quantize="8da4w", quantize_draft="8da8w",
                 progress=False)
-    assert json.loads((tmp_path / "manifest.json").read_text())["quantize"] == {"target": "8da4w", "draft": "8da8w"}
+    assert json.loads((tmp_path / "manifest.json").read_text())["quantize"] == {"target": "8da4w", "draft": "8da8w",
+                                                                               "embedding": None}
     dec = PteSpeculativeDecoder(tmp_path)
     assert dec.generate(PROMPT, 24) == dec.generate(PROMPT, 24, speculative=False)
 
@@ -230,6 +233,37 @@ def test_quantized_pair_runs_and_stays_close_to_fp32(tmp_path):
     sampling = dec.sampling_inputs(0.0, spec_edge.Filters(), PROMPT[:2], 0, 0)
     _, got = dec.draft["draft_step"].execute([torch.tensor([PROMPT[:2]]), torch.tensor([0]), *sampling])
     assert 1e-4 < relative_error(draft, PROMPT[:2], got) < 0.05  # 8-bit weights: closer still
+
+
+def test_quantized_token_embeddings(embedding_pair, tmp_path):
+    """4-bit grouped token embeddings (ExecuTorch's quantized embedding kernels): the program equals
+    the eager model under the same transform, the embedding takes about a sixth of its fp32
+    bytes, and the Python loop and NativeRunner (which uses the kernels ExecuTorch's plugin
+    registers) decode the same tokens. The command-line runner: tests/test_runner.py."""
+    target_config, draft_config = embedding_configs()
+    fp32 = export_embedding_pair(tmp_path / "fp32", None)
+    assert json.loads((embedding_pair / "manifest.json").read_text())["quantize"]["embedding"] == "4,32"
+    saved = (fp32 / "target.pte").stat().st_size - (embedding_pair / "target.pte").stat().st_size
+    assert saved > 0.8 * target_config.vocab_size * target_config.dim * 4, saved  # 4 bits + a scale per 32
+    target = build_model(target_config, seed=1)
+    quantized = quantize_token_embedding(copy.deepcopy(target), "4,32")
+    dec = PteSpeculativeDecoder(embedding_pair)
+    tokens = torch.tensor([PROMPT[:4]])
+    with torch.no_grad():
+        want, unquantized = (m(tokens, {"input_pos": torch.tensor([0])}) for m in (quantized, target))
+    got = dec.target["logits"].execute([tokens, torch.tensor([0])])[0]
+    assert torch.allclose(got, want, atol=1e-4)
+    assert (got - unquantized).abs().max() > 1e-3  # the control: 4-bit rows are not the fp32 ones
+    greedy = dec.generate(PROMPT, 20)
+    assert greedy == dec.generate(PROMPT, 20, speculative=False)
+    native = spec_edge.NativeRunner(embedding_pair)
+    assert native.generate(PROMPT, 20) == greedy
+    assert native.generate(PROMPT, 20, temperature=0.8, seed=3) == dec.generate(PROMPT, 20, temperature=0.8, seed=3)
+    draft = build_model(draft_config, seed=2)
+    with pytest.raises(ValueError, match=r"quantize_embedding: expected 'BITS,GROUP' with BITS 2, 4 or 8"):
+        export_pair(target, target_config, draft, draft_config, K, tmp_path / "bad", quantize_embedding="3,32")
+    with pytest.raises(ValueError, match="quantize_embedding: group size 64 does not divide the model dim 32"):
+        export_pair(target, target_config, draft, draft_config, K, tmp_path / "bad", quantize_embedding="4,64")
 
 
 def test_quantize_mode_is_checked(tmp_path):

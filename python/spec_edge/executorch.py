@@ -4,7 +4,8 @@
 the same operator registry that ExecuTorch's Python runtime uses, so ``.pte`` programs that call
 ``spec_edge::*.out`` run through ``executorch.runtime.Runtime``. It also loads ExecuTorch's own
 LLM kernels (``llama::custom_sdpa``, ``llama::update_cache``), which targets made by ExecuTorch's
-LLM export call; spec_edge's own programs use spec_edge's attention ops instead.
+LLM export call (spec_edge's own programs use spec_edge's attention ops instead), and its
+quantized kernels (``quantized_decomposed::embedding_*``), which quantized token embeddings call.
 
 Example:
     >>> import spec_edge.executorch
@@ -40,6 +41,9 @@ def load() -> Path:
         # ExecuTorch's LLM kernels, for targets from ExecuTorch's own LLM export.
         import executorch.extension.pybindings.portable_lib  # noqa: F401
         from executorch.extension.llm.custom_ops import custom_ops  # noqa: F401
+        # ExecuTorch's quantized kernels (quantized token embeddings), into the same registry
+        # (NativeRunner's library uses this registration; the command-line runner links them).
+        import executorch.kernels.quantized  # noqa: F401
 
         path = library_path()
         ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)

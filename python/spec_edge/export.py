@@ -38,6 +38,7 @@ import copy
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -316,6 +317,30 @@ def quantize_model(model: torch.nn.Module, mode: str, group_size: int) -> torch.
     return quantize(model, mode, group_size=group_size if mode == "8da4w" else 0)
 
 
+def _check_embedding_mode(argument: str, mode: str | None, *configs: ModelConfig) -> None:
+    """``BITS,GROUP`` as ExecuTorch's LLM export spells ``--embedding-quantize``: 2, 4 or 8 bits,
+    GROUP columns per scale (0: one scale per row), GROUP dividing every model's dim."""
+    if mode is None:
+        return
+    match = re.fullmatch(r"(2|4|8),(\d+)", mode)
+    if not match:
+        raise ValueError(f"{argument}: expected 'BITS,GROUP' with BITS 2, 4 or 8 (e.g. '4,32', '8,0'), got {mode!r}")
+    group = int(match.group(2))
+    for config in configs:
+        if group and config.dim % group:
+            raise ValueError(f"{argument}: group size {group} does not divide the model dim {config.dim}")
+
+
+def quantize_token_embedding(model: torch.nn.Module, mode: str) -> torch.nn.Module:
+    """``model`` with its token embedding quantized (``mode`` as ``_check_embedding_mode``), in
+    place, by ExecuTorch's own LLM export transform: rows of BITS-bit weights with a float scale
+    per GROUP columns, looked up by ``quantized_decomposed::embedding_*`` (ExecuTorch's quantized
+    kernels, which the runners load). A tied output layer keeps the float weight it shares."""
+    import executorch.kernels.quantized  # noqa: F401  (the ops the transform calls, for tracing)
+    from executorch.examples.models.llama.source_transformation.quantize import get_quant_embedding_transform
+    return get_quant_embedding_transform(mode)(model)
+
+
 def peak_rss_gib() -> float:
     """This process's peak resident memory so far."""
     import resource
@@ -325,13 +350,15 @@ def peak_rss_gib() -> float:
 def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelConfig, k: int,
                 out_dir: str | Path, prefill_chunk: int = 32, xnnpack: bool = True,
                 tokenizer: str | Path | None = None, progress: bool = True,
-                quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32) -> Path:
+                quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32,
+                quantize_embedding: str | None = None) -> Path:
     """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
     ``target`` and ``draft`` are modules (exported from a copy) or zero-argument callables that
     build them (each built when its program is exported, and released after). ``quantize="8da4w"``
     (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs them), ``quantize_draft``
-    the draft's alone (default: as ``quantize``); fp32 otherwise. Prints each program's size,
-    time and the peak memory so far."""
+    the draft's alone (default: as ``quantize``); fp32 otherwise. ``quantize_embedding``
+    (``"4,32"``: 4 bits, a scale per 32 columns; ``"8,0"``: 8 bits, a scale per row) quantizes
+    both models' token embeddings. Prints each program's size, time and the peak memory so far."""
     from tqdm import tqdm
     if draft_config.vocab_size != target_config.vocab_size:
         raise ValueError(f"draft and target must share a vocabulary: draft V={draft_config.vocab_size}, "
@@ -343,7 +370,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         raise ValueError(f"k: expected 1..{target_config.max_context_len - 1}, got {k}")
     _check_quantize("quantize", quantize)
     _check_quantize("quantize_draft", quantize_draft)
-    modes = {"target": quantize, "draft": quantize_draft or quantize}
+    _check_embedding_mode("quantize_embedding", quantize_embedding, target_config, draft_config)
+    modes = {"target": quantize, "draft": quantize_draft or quantize, "embedding": quantize_embedding}
     if not xnnpack and any(modes.values()):
         argument = "quantize" if quantize else "quantize_draft"
         raise ValueError(f"{argument}: the quantized linears run on XNNPACK; drop --no-xnnpack")
@@ -355,6 +383,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         # The caller's module stays intact (a copy is exported); a callable builds the model
         # when its turn comes, so that a lean export holds one model at a time.
         built = copy.deepcopy(source) if isinstance(source, torch.nn.Module) else source()
+        if quantize_embedding is not None:
+            quantize_token_embedding(built, quantize_embedding)
         return built if mode is None else quantize_model(built, mode, group_size)
 
     # Everything is written beside the output first and moved in once whole, the manifest last:
