@@ -266,6 +266,28 @@ def test_quantized_token_embeddings(embedding_pair, tmp_path):
         export_pair(target, target_config, draft, draft_config, K, tmp_path / "bad", quantize_embedding="4,64")
 
 
+def test_a_program_with_the_same_source_and_settings_is_reused(tmp_path, capsys):
+    target = build_model(TARGET, seed=1)
+    export_pair(target, TARGET, build_model(DRAFT, seed=2), DRAFT, K, tmp_path, prefill_chunk=4, progress=True)
+    inode = (tmp_path / "target.pte").stat().st_ino
+    old_draft = (tmp_path / "draft.pte").read_bytes()
+    capsys.readouterr()
+    # A new draft for the same target: target.pte stays as it is, the draft is exported.
+    export_pair(target, TARGET, build_model(DRAFT, seed=3), DRAFT, K, tmp_path, prefill_chunk=4, progress=True)
+    printed = capsys.readouterr().out
+    assert "target.pte: reused" in printed and "draft.pte: reused" not in printed, printed
+    assert (tmp_path / "target.pte").stat().st_ino == inode and (tmp_path / "draft.pte").read_bytes() != old_draft
+    dec = PteSpeculativeDecoder(tmp_path)
+    assert dec.generate(PROMPT, 16) == dec.generate(PROMPT, 16, speculative=False)
+    # Another K changes the target's program; a damaged draft.pte is never reused: both exported.
+    flipped = bytearray((tmp_path / "draft.pte").read_bytes())
+    flipped[len(flipped) // 2] ^= 1
+    (tmp_path / "draft.pte").write_bytes(bytes(flipped))
+    export_pair(target, TARGET, build_model(DRAFT, seed=3), DRAFT, K + 1, tmp_path, prefill_chunk=4, progress=True)
+    assert "reused" not in capsys.readouterr().out
+    assert PteSpeculativeDecoder(tmp_path).generate(PROMPT, 8) == dec.generate(PROMPT, 8)
+
+
 def test_quantize_mode_is_checked(tmp_path):
     for argument in ("quantize", "quantize_draft"):
         with pytest.raises(ValueError, match=f"{argument}: expected one of"):

@@ -341,6 +341,36 @@ def quantize_token_embedding(model: torch.nn.Module, mode: str) -> torch.nn.Modu
     return get_quant_embedding_transform(mode)(model)
 
 
+def files_sha256(paths) -> str:
+    """One sha256 over files' bytes in order: a checkpoint's identity for program reuse."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 24), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def state_dict_sha256(model: torch.nn.Module) -> str:
+    """A model's identity for program reuse: its tensors' names, dtypes, shapes and bytes."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _reusable(out: Path, name: str, key: str) -> bool:
+    """Whether out/name is the program `key` describes: the manifest beside it recorded that key
+    for it, and its bytes still match the manifest's hash."""
+    try:
+        manifest = json.loads((out / MANIFEST).read_text())
+        return (manifest.get("program_keys", {}).get(name) == key
+                and sha256((out / name).read_bytes()) == manifest["programs"][name])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
 def peak_rss_gib() -> float:
     """This process's peak resident memory so far."""
     import resource
@@ -351,14 +381,20 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                 out_dir: str | Path, prefill_chunk: int = 32, xnnpack: bool = True,
                 tokenizer: str | Path | None = None, progress: bool = True,
                 quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32,
-                quantize_embedding: str | None = None) -> Path:
+                quantize_embedding: str | None = None, sources: dict[str, str] | None = None) -> Path:
     """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
     ``target`` and ``draft`` are modules (exported from a copy) or zero-argument callables that
     build them (each built when its program is exported, and released after). ``quantize="8da4w"``
     (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs them), ``quantize_draft``
     the draft's alone (default: as ``quantize``); fp32 otherwise. ``quantize_embedding``
     (``"4,32"``: 4 bits, a scale per 32 columns; ``"8,0"``: 8 bits, a scale per row) quantizes
-    both models' token embeddings. Prints each program's size, time and the peak memory so far."""
+    both models' token embeddings. Prints each program's size, time and the peak memory so far.
+
+    A program already in ``out_dir`` is reused, not exported again, when the manifest beside it
+    records the same source and export settings for it (a new draft for the same target keeps
+    target.pte). A module's source is its weights' hash; a callable's is ``sources["target"]`` /
+    ``sources["draft"]`` (the GGUF and checkpoint exports pass their files' hash), without which
+    it is always exported."""
     from tqdm import tqdm
     if draft_config.vocab_size != target_config.vocab_size:
         raise ValueError(f"draft and target must share a vocabulary: draft V={draft_config.vocab_size}, "
@@ -376,6 +412,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         argument = "quantize" if quantize else "quantize_draft"
         raise ValueError(f"{argument}: the quantized linears run on XNNPACK; drop --no-xnnpack")
     se_executorch.load()
+    from . import __version__
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -387,6 +424,17 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
             quantize_token_embedding(built, quantize_embedding)
         return built if mode is None else quantize_model(built, mode, group_size)
 
+    def key(role: str, source, config: ModelConfig) -> str | None:
+        """What a program is made from; None: unknown, so never reused."""
+        identity = state_dict_sha256(source) if isinstance(source, torch.nn.Module) else (sources or {}).get(role)
+        if identity is None:
+            return None
+        settings = dict(role=role, source=identity, config=asdict(config), quantize=modes[role],
+                        embedding=quantize_embedding, group_size=group_size, prefill_chunk=prefill_chunk,
+                        xnnpack=xnnpack, k=k if role == "target" else None, ops=OP_VERSIONS, version=__version__)
+        return sha256(json.dumps(settings, sort_keys=True).encode())
+
+    keys = {"draft.pte": key("draft", draft, draft_config), "target.pte": key("target", target, target_config)}
     # Everything is written beside the output first and moved in once whole, the manifest last:
     # a failed or interrupted export leaves the directory as it was.
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as staging:
@@ -400,6 +448,12 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         bar = tqdm(steps, desc="export", disable=not progress)
         for name, step in bar:
             start = time.monotonic()
+            if keys.get(name) is not None and _reusable(out, name, keys[name]):
+                os.link(out / name, stage / name)
+                hashes[name] = sha256((stage / name).read_bytes())
+                if progress:
+                    bar.write(f"{name}: reused (the same source and settings as the one in {out})")
+                continue
             hashes[name] = sha256(step(stage / name))
             if progress:
                 bar.write(f"{name}: {(stage / name).stat().st_size / 2**20:.1f} MiB in "
@@ -409,7 +463,6 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                 source = Path(tokenizer) if name == "tokenizer.json" else Path(tokenizer).parent / name
                 if name == "tokenizer.json" or source.is_file():
                     (stage / name).write_bytes(source.read_bytes())
-        from . import __version__
         manifest = {
             "format": MANIFEST_FORMAT,
             "spec_edge_version": __version__,
@@ -421,6 +474,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
             "quantize": modes,
             "ops": OP_VERSIONS,
             "programs": hashes,
+            "program_keys": {name: value for name, value in keys.items() if value is not None},
             "models": {"target": asdict(target_config), "draft": asdict(draft_config)},
             "tokenizer": "tokenizer.json" if tokenizer is not None else None,
         }

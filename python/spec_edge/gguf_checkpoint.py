@@ -198,17 +198,18 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
                      max_context_len: int | None = None, **export_options) -> Path:
     """draft.pte, target.pte, verify.pte, the tokenizer and the manifest from two GGUF files
     that share a tokenizer (``export_options``: those of ``export_pair``)."""
-    from .export import export_pair
+    from .export import export_pair, files_sha256
+    sources = {role: "gguf " + files_sha256([path]) for role, path in (("target", target_file), ("draft", draft_file))}
     with tempfile.TemporaryDirectory() as scratch:
         target_dir, draft_dir = Path(scratch) / "target", Path(scratch) / "draft"
         check_same_tokenization(save_gguf_tokenizer(target_file, target_dir), Path(target_file),
                                 save_gguf_tokenizer(draft_file, draft_dir), Path(draft_file))
         target_config = gguf_config(target_file, max_context_len)
         draft_config = gguf_config(draft_file, target_config.max_context_len)
-        # Built one at a time, each when its program is exported.
+        # Built one at a time, each when its program is exported (unless the one in out_dir is reused).
         out = export_pair(lambda: gguf_model(target_file, target_config), target_config,
                           lambda: gguf_model(draft_file, draft_config), draft_config, k, out_dir,
-                          tokenizer=target_dir / "tokenizer.json", **export_options)
+                          tokenizer=target_dir / "tokenizer.json", sources=sources, **export_options)
     if export_options.get("progress", True):
         for name, source in (("target.pte", Path(target_file)), ("draft.pte", Path(draft_file))):
             print(f"{name}: {(out / name).stat().st_size / source.stat().st_size:.2f}x the size of {source.name}")

@@ -189,12 +189,15 @@ def export_hf_pair(target_dir: str | Path, draft_dir: str | Path, k: int, out_di
                    max_context_len: int | None = None, **export_options) -> Path:
     """draft.pte, target.pte, verify.pte, tokenizer.json and the manifest from two local
     checkpoints that share a tokenizer (``export_options``: those of ``export_pair``)."""
-    from .export import build_model, export_pair
+    from .export import build_model, export_pair, files_sha256
     check_same_tokenizer(target_dir, draft_dir)
     target_config = read_config(target_dir, max_context_len)
     draft_config = read_config(draft_dir, target_config.max_context_len)
-    # Built one at a time, each when its program is exported.
+    sources = {role: "checkpoint " + files_sha256([Path(d) / "config.json", *sorted(Path(d).glob("*.safetensors"))])
+               for role, d in (("target", target_dir), ("draft", draft_dir))}
+    # Built one at a time, each when its program is exported (unless the one in out_dir is reused).
     return export_pair(lambda: build_model(*load_checkpoint(target_dir, target_config.max_context_len)),
                        target_config,
                        lambda: build_model(*load_checkpoint(draft_dir, target_config.max_context_len)),
-                       draft_config, k, out_dir, tokenizer=Path(target_dir) / "tokenizer.json", **export_options)
+                       draft_config, k, out_dir, tokenizer=Path(target_dir) / "tokenizer.json", sources=sources,
+                       **export_options)
