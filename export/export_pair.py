@@ -12,7 +12,8 @@ the pipeline).
     python export/export_pair.py --target target.json [--target-weights t.pt] \\
         --draft draft.json [--draft-weights d.pt] --k 4 --out OUT [--tokenizer tokenizer.json]
     common: [--no-xnnpack] [--quantize 8da4w|8da8w [--group-size 32]] [--quantize-draft 8da8w]
-            [--quantize-embedding 4,32] [--prefill-chunk 32]
+            [--quantize-embedding 4,32] [--draft-vocab 32768 [--draft-vocab-corpus FILE...]]
+            [--prefill-chunk 32]
 
 The target's verify step takes any K up to --k; the runtime picks one per run.
 """
@@ -68,6 +69,11 @@ def main(argv=None):
                         "(XNNPACK)")
     parser.add_argument("--quantize-draft", choices=QUANTIZE_MODES, help="the draft alone (default: as --quantize)")
     parser.add_argument("--group-size", type=int, default=32, help="weight group size for 8da4w")
+    parser.add_argument("--draft-vocab", type=int, metavar="N",
+                        help="the draft proposes only the N tokens most frequent on --draft-vocab-corpus (a cheaper "
+                        "draft step; the output is still the target's)")
+    parser.add_argument("--draft-vocab-corpus", nargs="+", metavar="FILE",
+                        help="text files that rank the tokens (default: the Python standard library's sources)")
     parser.add_argument("--quantize-embedding", metavar="BITS,GROUP",
                         help="both models' token embeddings: 2, 4 or 8 bits with a scale per GROUP columns "
                         "(0: per row), as ExecuTorch's --embedding-quantize; e.g. 4,32")
@@ -79,7 +85,8 @@ def main(argv=None):
         parser.error(f"give both models the same way: as {', as '.join(kinds)}")
     options = dict(prefill_chunk=args.prefill_chunk, xnnpack=not args.no_xnnpack, quantize=args.quantize,
                    quantize_draft=args.quantize_draft, group_size=args.group_size,
-                   quantize_embedding=args.quantize_embedding)
+                   quantize_embedding=args.quantize_embedding, draft_vocab=args.draft_vocab,
+                   draft_vocab_corpus=args.draft_vocab_corpus)
     try:
         if args.gguf_target:
             from spec_edge.gguf_checkpoint import export_gguf_pair

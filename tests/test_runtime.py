@@ -8,6 +8,7 @@ import math
 import shutil
 import subprocess
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -86,6 +87,60 @@ def test_sampled_decoding_keeps_the_target_distribution(pair):
     counts = np.bincount(firsts, minlength=48)
     assert chisquare_pvalue(counts, law) > 1e-4
     assert chisquare_pvalue(counts, filtered_law(logits.numpy(), 0.5, 0, 1.0, 0.0)) < 1e-4
+
+
+def test_a_draft_over_part_of_the_vocabulary_keeps_the_target_distribution(tmp_path):
+    """A draft restricted to 16 of 48 ids (spec_edge.draft_vocab) proposes only those, yet the
+    output is the target's: greedy equals target-only decoding, and sampled first tokens follow
+    the target's law, tokens outside the subset included; the control (the target's law
+    restricted to the subset, what a draft-side sampler alone would give) fails."""
+    ids = list(range(0, 48, 3))
+    out = export_pair(build_model(TARGET, seed=1), TARGET, build_model(DRAFT, seed=2), DRAFT, K, tmp_path,
+                      prefill_chunk=4, draft_vocab=ids, progress=False)
+    assert json.loads((out / "manifest.json").read_text())["draft_vocab"] == 16
+    dec = PteSpeculativeDecoder(out)
+    sampling = dec.sampling_inputs(1.0, Filters(), PROMPT[:2], 0, 0)
+    token, row = dec.draft["draft_step"].execute([torch.tensor([PROMPT[:2]]), torch.tensor([0]), *sampling])
+    outside = torch.ones(48, dtype=torch.bool)
+    outside[ids] = False
+    assert int(token[0]) in ids and torch.isinf(row[0, outside]).all() and torch.isfinite(row[0, ids]).all()
+    assert dec.generate(PROMPT, 30) == dec.generate(PROMPT, 30, speculative=False)
+    assert spec_edge.NativeRunner(out).generate(PROMPT, 20, temperature=0.9, seed=4) == dec.generate(
+        PROMPT, 20, temperature=0.9, seed=4)
+    T, n = 1.3, 2000
+    firsts = [dec.generate(PROMPT, 1, temperature=T, seed=s)[0] for s in range(n)]
+    prefill = dec.target["prefill"]
+    prefill.execute([torch.tensor([PROMPT[:4]]), torch.tensor([0])])
+    logits = prefill.execute([torch.tensor([PROMPT[4:]]), torch.tensor([4])])[0][0].numpy()
+    counts = np.bincount(firsts, minlength=48)
+    assert counts[outside.numpy()].sum() > 0
+    assert chisquare_pvalue(counts, filtered_law(logits, T, 0, 1.0, 0.0)) > 1e-4
+    restricted = filtered_law(logits, T, 0, 1.0, 0.0) * ~outside.numpy()
+    assert chisquare_pvalue(counts, restricted / restricted.sum()) < 1e-4
+    with pytest.raises(ValueError, match=r"draft_vocab: expected distinct token ids in \[0, 48\)"):
+        export_pair(build_model(TARGET), TARGET, build_model(DRAFT), DRAFT, K, tmp_path / "bad", draft_vocab=[1, 48])
+    with pytest.raises(ValueError, match="draft_vocab: a number of tokens needs the tokenizer"):
+        export_pair(build_model(TARGET), TARGET, build_model(DRAFT), DRAFT, K, tmp_path / "bad", draft_vocab=16)
+
+
+def test_frequent_token_ids_rank_a_corpus_and_keep_the_special_tokens(tmp_path):
+    from tokenizers import Tokenizer
+    from tokenizer_families import write_family
+    from spec_edge.draft_vocab import frequent_token_ids
+    path = write_family("qwen2", tmp_path / "tok")
+    tok = Tokenizer.from_file(str(path))
+    (tmp_path / "a.py").write_text("return x\n" * 50 + "import os\n" * 20 + "pass\n")
+    ids = frequent_token_ids(path, [tmp_path / "a.py"], 3)
+    special = set(tok.get_added_tokens_decoder())
+    assert special and special <= set(ids) and ids == sorted(ids)
+    ranked = [i for i in ids if i not in special]
+    counts = Counter(tok.encode((tmp_path / "a.py").read_text()).ids)
+    assert len(ranked) == 3 and min(counts[i] for i in ranked) >= sorted(counts.values())[-3]
+    assert not set(tok.encode("pass").ids) & set(ranked)  # once, against 50 and 20
+    with pytest.raises(ValueError, match="draft_vocab: expected a positive number"):
+        frequent_token_ids(path, [tmp_path / "a.py"], 0)
+    with pytest.raises(ValueError, match="draft_vocab_corpus: cannot read .*missing.txt"):
+        frequent_token_ids(path, [tmp_path / "missing.txt"], 3)
 
 
 # ---- bad input --------------------------------------------------------------------------------

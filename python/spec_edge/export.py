@@ -47,6 +47,7 @@ from pathlib import Path
 import torch
 
 from . import executorch as se_executorch
+from .draft_vocab import check_draft_vocab, frequent_token_ids, restrict_draft_vocab, stdlib_corpus
 from . import ops  # noqa: F401  (registers the fake kernels the export traces through)
 
 MANIFEST = "manifest.json"
@@ -341,6 +342,18 @@ def quantize_token_embedding(model: torch.nn.Module, mode: str) -> torch.nn.Modu
     return get_quant_embedding_transform(mode)(model)
 
 
+def _draft_ids(draft_vocab, corpus, tokenizer, vocab: int) -> list[int] | None:
+    """export_pair's draft_vocab as sorted ids (None: the whole vocabulary)."""
+    if draft_vocab is None:
+        return None
+    if isinstance(draft_vocab, int) and not isinstance(draft_vocab, bool):
+        if tokenizer is None:
+            raise ValueError("draft_vocab: a number of tokens needs the tokenizer that ranks them (tokenizer=...), "
+                             "or give the token ids")
+        draft_vocab = frequent_token_ids(tokenizer, stdlib_corpus() if corpus is None else corpus, draft_vocab)
+    return check_draft_vocab(draft_vocab, vocab)
+
+
 def files_sha256(paths) -> str:
     """One sha256 over files' bytes in order: a checkpoint's identity for program reuse."""
     digest = hashlib.sha256()
@@ -381,7 +394,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                 out_dir: str | Path, prefill_chunk: int = 32, xnnpack: bool = True,
                 tokenizer: str | Path | None = None, progress: bool = True,
                 quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32,
-                quantize_embedding: str | None = None, sources: dict[str, str] | None = None) -> Path:
+                quantize_embedding: str | None = None, sources: dict[str, str] | None = None,
+                draft_vocab=None, draft_vocab_corpus=None) -> Path:
     """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
     ``target`` and ``draft`` are modules (exported from a copy) or zero-argument callables that
     build them (each built when its program is exported, and released after). ``quantize="8da4w"``
@@ -389,6 +403,11 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     the draft's alone (default: as ``quantize``); fp32 otherwise. ``quantize_embedding``
     (``"4,32"``: 4 bits, a scale per 32 columns; ``"8,0"``: 8 bits, a scale per row) quantizes
     both models' token embeddings. Prints each program's size, time and the peak memory so far.
+
+    ``draft_vocab`` restricts the draft's proposals to a subset of the vocabulary (a cheaper
+    draft step; exact, see :mod:`spec_edge.draft_vocab`): token ids, or a number N for the N
+    tokens most frequent when ``tokenizer`` encodes ``draft_vocab_corpus`` (text files; default:
+    the Python standard library's sources).
 
     A program already in ``out_dir`` is reused, not exported again, when the manifest beside it
     records the same source and export settings for it (a new draft for the same target keeps
@@ -408,6 +427,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     _check_quantize("quantize_draft", quantize_draft)
     _check_embedding_mode("quantize_embedding", quantize_embedding, target_config, draft_config)
     modes = {"target": quantize, "draft": quantize_draft or quantize, "embedding": quantize_embedding}
+    draft_ids = _draft_ids(draft_vocab, draft_vocab_corpus, tokenizer, draft_config.vocab_size)
     if not xnnpack and any(modes.values()):
         argument = "quantize" if quantize else "quantize_draft"
         raise ValueError(f"{argument}: the quantized linears run on XNNPACK; drop --no-xnnpack")
@@ -416,12 +436,14 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    def model(source, mode):
+    def model(source, mode, vocab_ids=None):
         # The caller's module stays intact (a copy is exported); a callable builds the model
         # when its turn comes, so that a lean export holds one model at a time.
         built = copy.deepcopy(source) if isinstance(source, torch.nn.Module) else source()
         if quantize_embedding is not None:
             quantize_token_embedding(built, quantize_embedding)
+        if vocab_ids is not None:
+            restrict_draft_vocab(built, vocab_ids, draft_config.vocab_size)
         return built if mode is None else quantize_model(built, mode, group_size)
 
     def key(role: str, source, config: ModelConfig) -> str | None:
@@ -431,7 +453,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
             return None
         settings = dict(role=role, source=identity, config=asdict(config), quantize=modes[role],
                         embedding=quantize_embedding, group_size=group_size, prefill_chunk=prefill_chunk,
-                        xnnpack=xnnpack, k=k if role == "target" else None, ops=OP_VERSIONS, version=__version__)
+                        xnnpack=xnnpack, k=k if role == "target" else None, ops=OP_VERSIONS, version=__version__,
+                        vocab_ids=draft_ids if role == "draft" else None)
         return sha256(json.dumps(settings, sort_keys=True).encode())
 
     keys = {"draft.pte": key("draft", draft, draft_config), "target.pte": key("target", target, target_config)}
@@ -439,8 +462,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     # a failed or interrupted export leaves the directory as it was.
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as staging:
         stage = Path(staging)
-        steps = [("draft.pte", lambda p: export_draft(model(draft, modes["draft"]), draft_config, p, prefill_chunk,
-                                                      xnnpack)),
+        steps = [("draft.pte", lambda p: export_draft(model(draft, modes["draft"], draft_ids), draft_config, p,
+                                                      prefill_chunk, xnnpack)),
                  ("target.pte", lambda p: export_target(model(target, modes["target"]), target_config, k, p,
                                                         prefill_chunk, xnnpack)),
                  ("verify.pte", lambda p: export_verify(target_config.vocab_size, k, target_config, p))]
@@ -472,6 +495,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
             "prefill_chunk": prefill_chunk,
             "xnnpack": xnnpack,
             "quantize": modes,
+            "draft_vocab": None if draft_ids is None else len(draft_ids),
             "ops": OP_VERSIONS,
             "programs": hashes,
             "program_keys": {name: value for name, value in keys.items() if value is not None},
