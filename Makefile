@@ -83,6 +83,7 @@ bench: build
 	$(PY) bench/bench_runner.py --cache build/demo --write docs/BENCHMARKS.md
 	$(PY) bench/bench_tokenizer.py --write docs/BENCHMARKS.md
 	$(PY) bench/bench_gguf_load.py --write docs/BENCHMARKS.md
+	$(PY) bench/bench_draft_vocab.py --write docs/BENCHMARKS.md
 
 clean:
 	rm -rf build python/spec_edge/_lib
