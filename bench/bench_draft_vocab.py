@@ -5,7 +5,9 @@ vocabulary; the program's size against the GGUF file, the export's time and peak
 draft step's time (greedy, one token after a 16-token prefill, median of 40), both programs in
 the same process, interleaved.
 
-Usage: python bench/bench_draft_vocab.py [--write docs/BENCHMARKS.md] [--subset 8192]
+Usage: python bench/bench_draft_vocab.py [--write docs/BENCHMARKS.md] [--subset 8192] [--dir CACHE_DIR]
+(the programs and their export figures are kept in CACHE_DIR, default build/bench_draft_vocab, and
+reused by the next run)
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ def export_one(out: Path, subset: int | None) -> dict:
     quantize_token_embedding(model, "4,32")
     if subset:
         with tempfile.TemporaryDirectory() as tmp:
-            ids = frequent_token_ids(save_gguf_tokenizer(GGUF, tmp), stdlib_corpus(), subset)
+            save_gguf_tokenizer(GGUF, tmp)
+            ids = frequent_token_ids(Path(tmp) / "tokenizer.json", stdlib_corpus(), subset)
         restrict_draft_vocab(model, ids, config.vocab_size)
     quantize_model(model, "8da4w", 32)
     export_draft(model, config, out, 32)
@@ -73,6 +76,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write", type=Path, help="update this markdown file's bench_draft_vocab section")
     parser.add_argument("--subset", type=int, default=8192)
+    parser.add_argument("--dir", type=Path, default=ROOT / "build" / "bench_draft_vocab")
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -80,15 +84,19 @@ def main():
         return
     if not GGUF.is_file():
         sys.exit(f"{GGUF}: absent (make fetch-models)")
-    with tempfile.TemporaryDirectory() as tmp:
-        programs, exports = {}, {}
-        for name, subset in (("whole vocabulary", 0), (f"{args.subset} frequent tokens", args.subset)):
-            path = Path(tmp) / f"draft-{subset}.pte"
-            out = subprocess.run([sys.executable, __file__, "--one", str(path), str(subset)], capture_output=True,
-                                 text=True, check=True).stdout
-            exports[name], programs[name] = json.loads(out.strip().splitlines()[-1]), path
-            print(name, exports[name], flush=True)
-        steps = step_times(programs)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    programs, exports = {}, {}
+    for name, subset in (("whole vocabulary", 0), (f"{args.subset} frequent tokens", args.subset)):
+        path, record = args.dir / f"draft-{subset}.pte", args.dir / f"draft-{subset}.json"
+        if not (path.is_file() and record.is_file()):
+            result = subprocess.run([sys.executable, __file__, "--one", str(path), str(subset)], capture_output=True,
+                                    text=True)
+            if result.returncode != 0:
+                sys.exit(f"exporting {path.name} failed:\n{result.stderr[-3000:]}")
+            record.write_text(result.stdout.strip().splitlines()[-1])
+        exports[name], programs[name] = json.loads(record.read_text()), path
+        print(name, exports[name], flush=True)
+    steps = step_times(programs)
     gguf_bytes = GGUF.stat().st_size
     full = steps["whole vocabulary"]
     lines = ["## A draft over part of the vocabulary (`bench/bench_draft_vocab.py`)", "",

@@ -406,7 +406,8 @@ def test_the_native_runner_gives_the_python_loops_tokens_on_the_default_pair(def
 def test_the_shipped_programs_keep_the_acceptance_bar(default_programs):
     # The draft runs 8-bit; its held-out greedy acceptance must still clear the pair's 0.6 bar.
     assert json.loads((default_programs / "manifest.json").read_text())["quantize"] == {"target": None,
-                                                                                      "draft": "8da8w"}
+                                                                                      "draft": "8da8w",
+                                                                                      "embedding": None}
     tokenizer = Tokenizer.from_file(str(default_programs / "tokenizer.json"))
     dec = PteSpeculativeDecoder(default_programs, k=4)
     hist = [0] * 5
@@ -495,6 +496,7 @@ def test_the_deploy_bundle_loads_only_its_own_libraries(default_programs, x86_64
                             str(bundle / "spec-edge-run")], capture_output=True, text=True, check=True).stdout
     loaded = dict(re.findall(r"^\s*(\S+\.so[.\d]*) => (\S+)", trace, re.M))
     ours = {name: path for name, path in loaded.items() if "executorch" in name}
-    assert len(ours) == 5 and all(Path(path).parent == bundle for path in ours.values()), trace
+    # spec_edge's kernels, ExecuTorch's runtime, thread pool, optimized and quantized kernels, XNNPACK
+    assert len(ours) == 6 and all(Path(path).parent == bundle for path in ours.values()), trace
     on_board = Build("bundle", bundle, "runtime_demo/tools/deploy.sh", qemu_cpu="cortex-a72")
     assert on_board.run("--model-dir", str(bundle / "model"), *RUNS["greedy"]).stdout == x86_64_outputs["greedy"]
