@@ -272,11 +272,14 @@ class PteSpeculativeDecoder:
         """The <sampling> inputs of the programs (see spec_edge.export), checked: the context
         becomes ``prev_tokens`` padded with -1 (only when the repetition penalty is on)."""
         T, top_k, top_p, min_p, penalty = sampling_settings(self.vocab_size, temperature, filters)
-        prev = torch.full((1, self.max_context_len), -1, dtype=torch.long)
-        if penalty != 1.0:
-            prev[0, :len(context)] = torch.tensor(context)
+        prev = self._prev_tokens(context if penalty != 1.0 else [])
         return [torch.tensor([T]), torch.tensor([top_k]), torch.tensor([top_p]), torch.tensor([min_p]),
                 torch.tensor([penalty]), prev, torch.tensor([int(seed)]), torch.tensor([int(offset)])]
+
+    def _prev_tokens(self, context: list[int]) -> torch.Tensor:
+        prev = torch.full((1, self.max_context_len), -1, dtype=torch.long)
+        prev[0, :len(context)] = torch.tensor(context, dtype=torch.long)
+        return prev
 
     def target_logits(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         """The target's logits [1, n, V] over ``tokens`` [1, n] at ``input_pos`` (writes its cache);
@@ -306,7 +309,7 @@ class PteSpeculativeDecoder:
         call's offset and, when the penalty reads it, its context."""
         inputs = list(fixed)
         if filters.repetition_penalty != 1.0:
-            inputs[5] = self.sampling_inputs(0.0, filters, context, 0, 0)[5]
+            inputs[5] = self._prev_tokens(context)  # the settings were checked once, in generate
         inputs[7] = torch.tensor([offset])
         return inputs
 
