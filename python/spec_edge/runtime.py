@@ -383,6 +383,7 @@ class PteSpeculativeDecoder:
         pos = len(context) - 1
         drafted: list[int] = []
         rows = []
+        sampled = float(fixed[0]) != 0.0  # greedy verification reads no draft row (the tokens decide)
         t0 = time.perf_counter()
         for i in range(k):
             step = context[draft_seen:] if i == 0 else drafted[-1:]
@@ -390,10 +391,11 @@ class PteSpeculativeDecoder:
                 [torch.tensor([step]), torch.tensor([pos + i - len(step) + 1]),
                  *self._call_inputs(fixed, filters, context + drafted, offset + i)])
             drafted.append(int(nxt[0]))
-            rows.append(logits)
+            rows.append(logits if sampled else None)
         t1 = time.perf_counter()
         tokens = torch.tensor([[context[-1]] + drafted])
-        accept_len, out = self._target_verify(tokens, pos, torch.stack(rows, 1),
+        draft_logits = torch.stack(rows, 1) if sampled else torch.empty(1, k, self.vocab_size)
+        accept_len, out = self._target_verify(tokens, pos, draft_logits,
                                               self._call_inputs(fixed, filters, context, offset + k))
         t2 = time.perf_counter()
         n = int(accept_len[0])

@@ -20,6 +20,7 @@
 namespace spec_edge::runner {
 namespace {
 
+using executorch::extension::from_blob;
 using executorch::extension::make_tensor_ptr;
 using executorch::extension::Module;
 using executorch::extension::TensorPtr;
@@ -155,6 +156,7 @@ class ModuleRunner final : public Runner {
         throw RunnerError(path + ": vocabulary does not match the manifest's " + std::to_string(vocab_) +
                           " (draft and target must share a tokenizer)");
     }
+    draft_rows_.resize(static_cast<size_t>(k_ * vocab_));  // the programs' own vocabulary, checked above
   }
 
   std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& s,
@@ -256,7 +258,8 @@ class ModuleRunner final : public Runner {
   std::vector<int64_t> round(const std::vector<int64_t>& context, int64_t draft_seen, const Sampling& s, int64_t offset) {
     const int64_t pos = static_cast<int64_t>(context.size()) - 1;
     std::vector<int64_t> drafted, seen = context;
-    std::vector<float> rows(static_cast<size_t>(k_ * vocab_));
+    // Greedy verification reads no draft row (the tokens decide): only sampling copies them out.
+    const bool sampled = s.temperature != 0.0f;
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < k_; ++i) {
       std::vector<int64_t> step = i == 0 ? std::vector<int64_t>(context.begin() + draft_seen, context.end())
@@ -267,14 +270,15 @@ class ModuleRunner final : public Runner {
                                                          offset + i));
       drafted.push_back(r[0].toTensor().const_data_ptr<int64_t>()[0]);
       seen.push_back(drafted.back());
-      std::memcpy(rows.data() + i * vocab_, r[1].toTensor().const_data_ptr<float>(), sizeof(float) * vocab_);
+      if (sampled)
+        std::memcpy(draft_rows_.data() + i * vocab_, r[1].toTensor().const_data_ptr<float>(), sizeof(float) * vocab_);
     }
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<int64_t> tokens = {context.back()};
     tokens.insert(tokens.end(), drafted.begin(), drafted.end());
     auto r = call(*target_, "verify",
                   with_sampling({int64s(std::move(tokens), {1, k_ + 1}), int64s({pos}, {1}),
-                                 make_tensor_ptr({1, k_, static_cast<int>(vocab_)}, std::move(rows))},
+                                 from_blob(draft_rows_.data(), {1, k_, static_cast<int>(vocab_)})},
                                 s, context, offset + k_));
     const int64_t n = r[0].toTensor().const_data_ptr<int64_t>()[0];
     const int64_t* out = r[1].toTensor().const_data_ptr<int64_t>();
@@ -291,6 +295,7 @@ class ModuleRunner final : public Runner {
   int64_t vocab_ = 0, context_ = 0, chunk_ = 0;
   int max_k_ = 0, k_ = 0;
   std::unique_ptr<Module> draft_, target_;
+  std::vector<float> draft_rows_;  // a round's draft logits [K, V], the verify step's input
   Stats stats_;
   std::atomic<bool> stop_requested_{false};
 };
