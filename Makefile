@@ -4,7 +4,7 @@ PY := $(abspath $(VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 BUILD_DIR := build/cmake
 
-.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo train-default bench fetch-models test-real clean
+.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo demo-real train-default bench bench-real fetch-models test-real clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -67,6 +67,19 @@ fetch-models: venv
 # exported and decoded (about 31 minutes here).
 test-real: fetch-models
 	$(PY) -m pytest -q tests/test_real_models.py --real-models --durations=0
+
+# The real pair: Qwen2.5-Coder 0.5B drafting for 1.5B, exported to 4-bit programs once (cached in
+# build/real; about 40 minutes the first time), code prompts completed through the C++ runner.
+demo-real: build fetch-models
+	$(PY) -m spec_edge.demo_real
+
+# The real pair's benchmarks: the exported target's perplexity against transformers and llama.cpp,
+# a K sweep, the steps' cost, context growth, and llama.cpp's speculative decoding on the same files
+# (llama.cpp built from llama-cpp-python's pinned sources into build/llama_cpp).
+bench-real: build fetch-models
+	$(PY) bench/bench_quality.py --write docs/BENCHMARKS.md
+	$(PY) bench/bench_real_pair.py --write docs/BENCHMARKS.md
+	$(PY) bench/bench_verify_rows.py --write docs/BENCHMARKS.md
 
 # Retrains the shipped default pair (python/spec_edge/default_pair/) from this Python's stdlib.
 train-default: venv

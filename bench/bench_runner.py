@@ -54,11 +54,6 @@ class Cli:
         return [int(t) for t in out.split()]
 
 
-def add(total: GenerateStats, s: GenerateStats):
-    for name in ("new_tokens", "rounds", "prefill_s", "draft_s", "target_s", "total_s"):
-        setattr(total, name, getattr(total, name) + getattr(s, name))
-
-
 def loop_us(s: GenerateStats) -> float:
     """The loop's own time per round (per step when target-only: no rounds)."""
     return 1e6 * (s.total_s - s.prefill_s - s.draft_s - s.target_s) / (s.rounds or s.new_tokens)
@@ -88,7 +83,7 @@ def main():
             for name, dec in peers.items():
                 for speculative, total in zip((True, False), totals[name]):
                     got = dec.generate(prompt, args.max_new, speculative=speculative, eos_token_id=eos, **sampling)
-                    add(total, dec.stats)
+                    total.add(dec.stats)
                     tokens.setdefault((tuple(prompt), speculative), got)
                     assert got == tokens[(tuple(prompt), speculative)], f"{name} gave other tokens"
         for name, (spec, base) in totals.items():

@@ -12,7 +12,8 @@ the pipeline).
     python export/export_pair.py --target target.json [--target-weights t.pt] \\
         --draft draft.json [--draft-weights d.pt] --k 4 --out OUT [--tokenizer tokenizer.json]
     common: [--no-xnnpack] [--quantize 8da4w|8da8w [--group-size 32]] [--quantize-draft 8da8w]
-            [--quantize-embedding 4,32] [--draft-vocab 32768 [--draft-vocab-corpus FILE...]]
+            [--quantize-embedding 4,32] [--keep-gguf-precision]
+            [--draft-vocab 32768 [--draft-vocab-corpus FILE...]]
             [--prefill-chunk 32]
 
 The target's verify step takes any K up to --k; the runtime picks one per run.
@@ -69,6 +70,9 @@ def main(argv=None):
                         "(XNNPACK)")
     parser.add_argument("--quantize-draft", choices=QUANTIZE_MODES, help="the draft alone (default: as --quantize)")
     parser.add_argument("--group-size", type=int, default=32, help="weight group size for 8da4w")
+    parser.add_argument("--keep-gguf-precision", action="store_true",
+                        help="with --quantize and --gguf-target: the target's linears that its file stores above 5 "
+                        "bits per weight (Q5, Q6_K, Q8_0, F16) get 8-bit weights")
     parser.add_argument("--draft-vocab", type=int, metavar="N",
                         help="the draft proposes only the N tokens most frequent on --draft-vocab-corpus (a cheaper "
                         "draft step; the output is still the target's)")
@@ -83,6 +87,9 @@ def main(argv=None):
              "configs (--target, --draft)": (args.target, args.draft)}
     if not any(target and draft for target, draft in kinds.values()):
         parser.error(f"give both models the same way: as {', as '.join(kinds)}")
+    if args.keep_gguf_precision and not (args.gguf_target and args.quantize):
+        parser.error("--keep-gguf-precision keeps precise linears of a quantized GGUF target: give --gguf-target "
+                     "and --quantize")
     options = dict(prefill_chunk=args.prefill_chunk, xnnpack=not args.no_xnnpack, quantize=args.quantize,
                    quantize_draft=args.quantize_draft, group_size=args.group_size,
                    quantize_embedding=args.quantize_embedding, draft_vocab=args.draft_vocab,
@@ -90,7 +97,8 @@ def main(argv=None):
     try:
         if args.gguf_target:
             from spec_edge.gguf_checkpoint import export_gguf_pair
-            out = export_gguf_pair(args.gguf_target, args.gguf_draft, args.k, args.out, args.max_context, **options)
+            out = export_gguf_pair(args.gguf_target, args.gguf_draft, args.k, args.out, args.max_context,
+                                   keep_gguf_precision=args.keep_gguf_precision, **options)
         elif args.hf_target:
             from spec_edge.hf import export_hf_pair
             out = export_hf_pair(args.hf_target, args.hf_draft, args.k, args.out, args.max_context, **options)

@@ -23,6 +23,7 @@ pytest.importorskip("accelerate")  # transformers loads GGUF weights with it
 transformers = pytest.importorskip("transformers")
 
 import spec_edge.export as se_export  # noqa: E402
+import spec_edge.gguf_checkpoint as se_gguf  # noqa: E402
 from gguf_files import Q, write_gguf  # noqa: E402
 from spec_edge.export import ModelConfig, build_model, export_pair  # noqa: E402
 from spec_edge.gguf_checkpoint import load_gguf, save_gguf_tokenizer  # noqa: E402
@@ -231,3 +232,20 @@ def test_a_failed_export_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
     monkeypatch.setattr(se_export, "export_target", program)
     export_pair(model, config, model, config, 4, out, progress=False)
     assert sorted(p.name for p in out.iterdir()) == ["draft.pte", "manifest.json", "target.pte", "verify.pte"]
+
+
+def test_the_linears_a_gguf_file_keeps_precise_are_named(tmp_path):
+    # A Q4_K_M-like mix: 4-bit K-quants, with one layer's ffn_down and the output layer at 8 bits
+    # and one attn_v in F16; the 4.5- and 5-bit types (Q4_K, Q4_1's class) are not kept apart.
+    from spec_edge.gguf_checkpoint import gguf_precise_linears
+    types = {"blk.1.ffn_down.weight": Q.Q8_0, "output.weight": Q.Q8_0, "blk.0.attn_v.weight": Q.F16}
+    path = write_gguf(tmp_path / "mixed.gguf", random_model("qwen2", dim=256), TOKENIZER, **QWEN2, kind=Q.Q4_K,
+                      types=types)
+    assert gguf_precise_linears(path) == {"layers.1.feed_forward.w2": "8da8w", "output": "8da8w",
+                                          "layers.0.attention.wv": "8da8w"}
+    plain = write_gguf(tmp_path / "plain.gguf", random_model("qwen2", dim=256), TOKENIZER, **QWEN2, kind=Q.Q4_K)
+    assert gguf_precise_linears(plain) == {}
+    with pytest.raises(ValueError, match="keep_gguf_precision: keeps precise linears of a quantized target; give "
+                                         "quantize too"):
+        se_gguf.export_gguf_pair(path, path, 2, tmp_path / "out", keep_gguf_precision=True)
+    assert not (tmp_path / "out").exists()

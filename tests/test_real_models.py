@@ -96,3 +96,27 @@ def test_the_real_smollm2_file_exported_decodes_as_transformers(tmp_path, reques
     dec = PteSpeculativeDecoder(out)
     assert dec.generate(prompt, 24) == want[0, len(prompt):].tolist()
     assert dec.stats.accepted >= 0.9 * dec.stats.proposed  # the draft is the target (up to ties between paths)
+
+
+def test_the_real_pair_demo_names_the_files_it_lacks(tmp_path):
+    from spec_edge import demo_real
+    with pytest.raises(SystemExit, match=f"{tmp_path}: {demo_real.TARGET}, {demo_real.DRAFT} absent; "
+                                         "`make fetch-models` downloads them"):
+        demo_real.exported(tmp_path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_exported_real_pair_decodes_greedily_as_its_target_alone():
+    """The Qwen2.5-Coder pair as `make demo-real` exports it (build/real/qwen-coder), through the
+    C++ runner and the Python loop: greedy speculative tokens equal target-only decoding's."""
+    from spec_edge import demo_real
+    from spec_edge.runtime import PteSpeculativeDecoder
+    out = ROOT / "build" / "real" / "qwen-coder"
+    if not (out / "manifest.json").is_file():
+        pytest.skip(f"{out} holds no exported pair: `make demo-real` exports it (about 40 minutes)")
+    prompt = spec_edge.NativeTokenizer(out / "tokenizer.json").encode(demo_real.PROMPTS[0])
+    runner = spec_edge.NativeRunner(out, k=4)
+    want = runner.generate(prompt, 32, speculative=False)
+    assert runner.generate(prompt, 32) == want
+    assert runner.stats.accepted > 0
+    assert PteSpeculativeDecoder(out, k=4).generate(prompt, 32) == want

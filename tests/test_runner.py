@@ -407,7 +407,8 @@ def test_the_shipped_programs_keep_the_acceptance_bar(default_programs):
     # The draft runs 8-bit; its held-out greedy acceptance must still clear the pair's 0.6 bar.
     assert json.loads((default_programs / "manifest.json").read_text())["quantize"] == {"target": None,
                                                                                       "draft": "8da8w",
-                                                                                      "embedding": None}
+                                                                                      "embedding": None,
+                                                                                      "target_linears": None}
     tokenizer = Tokenizer.from_file(str(default_programs / "tokenizer.json"))
     dec = PteSpeculativeDecoder(default_programs, k=4)
     hist = [0] * 5

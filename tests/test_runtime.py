@@ -268,12 +268,13 @@ def test_inspect_rejects_what_is_not_a_program(pair, tmp_path):
 
 
 def test_quantized_pair_runs_and_stays_close_to_fp32(tmp_path):
-    # One export covers both modes: a 4-bit grouped target and an 8-bit per-channel draft.
+    # One export covers the modes: a 4-bit grouped target with an 8-bit output layer and an 8-bit
+    # per-channel draft.
     target, draft = build_model(TARGET, seed=1), build_model(DRAFT, seed=2)
     export_pair(target, TARGET, draft, DRAFT, K, tmp_path, prefill_chunk=4, quantize="8da4w", quantize_draft="8da8w",
-                progress=False)
-    assert json.loads((tmp_path / "manifest.json").read_text())["quantize"] == {"target": "8da4w", "draft": "8da8w",
-                                                                               "embedding": None}
+                quantize_linears={"output": "8da8w"}, progress=False)
+    assert json.loads((tmp_path / "manifest.json").read_text())["quantize"] == {
+        "target": "8da4w", "draft": "8da8w", "embedding": None, "target_linears": {"output": "8da8w"}}
     dec = PteSpeculativeDecoder(tmp_path)
     assert dec.generate(PROMPT, 24) == dec.generate(PROMPT, 24, speculative=False)
 
@@ -285,6 +286,19 @@ def test_quantized_pair_runs_and_stays_close_to_fp32(tmp_path):
     got = dec.target["logits"].execute([torch.tensor([PROMPT[:4]]), torch.tensor([0])])[0][0]
     # Quantized: close to fp32, yet off by far more than float rounding (an fp32 program: ~1e-7).
     assert 1e-4 < relative_error(target, PROMPT[:4], got) < 0.2  # 4-bit weights
+    # The output layer 8-bit, the others 4-bit: the eager model under the same transform, and
+    # (the control) not the one with every linear 4-bit.
+    same = relative_error(quantize_model(copy.deepcopy(target), "8da4w", 32, {"output": "8da8w"}), PROMPT[:4], got)
+    all_4bit = relative_error(quantize_model(copy.deepcopy(target), "8da4w", 32), PROMPT[:4], got)
+    assert same < 0.02 and all_4bit > 3 * same
+    for bad, message in ((dict(quantize="8da4w", quantize_linears={"output": "8da4w"}),
+                          r"linears\['output'\]: expected one of \('8da8w', 'fp32'\), got '8da4w'"),
+                         (dict(quantize="8da4w", quantize_linears={"layers.0.attention": "fp32"}),
+                          "linears: 'layers.0.attention' is not a linear layer of the model"),
+                         (dict(quantize_linears={"output": "fp32"}),
+                          "quantize_linears: sets linears of the quantized target apart; give quantize too")):
+        with pytest.raises(ValueError, match=message):
+            export_pair(target, TARGET, draft, DRAFT, K, tmp_path / "bad", progress=False, **bad)
     sampling = dec.sampling_inputs(0.0, spec_edge.Filters(), PROMPT[:2], 0, 0)
     _, got = dec.draft["draft_step"].execute([torch.tensor([PROMPT[:2]]), torch.tensor([0]), *sampling])
     assert 1e-4 < relative_error(draft, PROMPT[:2], got) < 0.05  # 8-bit weights: closer still
@@ -441,3 +455,18 @@ def test_the_draft_cache_always_holds_the_context_before_it_is_read(accepts):
     truth.update(enumerate(prompt))
     out = dec.generate(prompt, 40)
     assert len(out) == 40 and dec.stats.rounds >= len(accepts)
+
+
+def test_generate_stats_add_up_over_calls():
+    from spec_edge.runtime import GenerateStats
+    total = GenerateStats(accepted_hist=[0, 0, 0])
+    for n in (1, 2):
+        total.add(GenerateStats(new_tokens=4 * n, rounds=n, proposed=2 * n, accepted=n, accepted_hist=[0, n, 0],
+                                prefill_s=0.5, draft_s=0.25 * n, target_s=n, total_s=2.0 * n))
+    assert (total.new_tokens, total.rounds, total.proposed, total.accepted) == (12, 3, 6, 3)
+    assert (total.prefill_s, total.draft_s, total.target_s, total.total_s) == (1.0, 0.75, 3.0, 6.0)
+    assert total.accepted_hist == [0, 3, 0]
+    assert total.tokens_per_s == 12 / 5.0 and total.acceptance_rate == 0.5
+    target_only = GenerateStats()  # keeps no histogram
+    target_only.add(GenerateStats(new_tokens=3, accepted_hist=[1, 0, 0]))
+    assert target_only.new_tokens == 3 and target_only.accepted_hist == []

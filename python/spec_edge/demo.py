@@ -125,12 +125,8 @@ def run(decoder, prompts: list[list[int]], max_new: int, eos: int | None, desc: 
     for prompt in tqdm(prompts, desc=desc, unit="prompt", leave=False):
         for speculative, total in ((True, spec), (False, base))[:2 if target_only else 1]:
             out = decoder.generate(prompt, max_new, speculative=speculative, eos_token_id=eos, **sampling)
-            s = decoder.stats
-            for name in ("new_tokens", "rounds", "proposed", "accepted", "prefill_s", "draft_s", "target_s",
-                         "total_s"):
-                setattr(total, name, getattr(total, name) + getattr(s, name))
+            total.add(decoder.stats)
             if speculative:
-                total.accepted_hist = [a + b for a, b in zip(total.accepted_hist, s.accepted_hist)]
                 outputs.append(out)
             else:
                 outputs[-1] = (outputs[-1], out)

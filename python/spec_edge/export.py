@@ -307,15 +307,40 @@ def _check_quantize(argument: str, mode: str | None) -> None:
         raise ValueError(f"{argument}: expected one of {QUANTIZE_MODES} or None, got {mode!r}")
 
 
-def quantize_model(model: torch.nn.Module, mode: str, group_size: int) -> torch.nn.Module:
+LINEAR_MODES = ("8da8w", "fp32")
+
+
+def quantize_model(model: torch.nn.Module, mode: str, group_size: int,
+                   linears: dict[str, str] | None = None) -> torch.nn.Module:
     """``model``, changed in place: 8-bit dynamic activations with 4- or 8-bit weights on the
     linears, through ExecuTorch's own quantizer for its Llama models (torchao underneath). 8da4w
     weights come in groups of ``group_size`` (linears whose input size is not a multiple of it
     stay fp32); 8da8w weights have a scale per output channel, the only 8-bit layout XNNPACK
-    runs."""
-    _check_quantize("mode", mode)
+    runs. ``linears`` sets named linears apart (``{"output": "8da8w"}``; "fp32" keeps one float)."""
     from executorch.examples.models.llama.source_transformation.quantize import quantize
-    return quantize(model, mode, group_size=group_size if mode == "8da4w" else 0)
+    _check_quantize("mode", mode)
+    _check_linear_modes("linears", linears)
+    apart = {}
+    for name in linears or {}:
+        owner_name, _, attribute = name.rpartition(".")
+        owner = model.get_submodule(owner_name)
+        layer = getattr(owner, attribute, None)
+        if not isinstance(layer, torch.nn.Linear):
+            raise ValueError(f"linears: {name!r} is not a linear layer of the model")
+        apart[name] = (owner, attribute, layer)
+        setattr(owner, attribute, torch.nn.Identity())  # out of the model-wide pass
+    quantize(model, mode, group_size=group_size if mode == "8da4w" else 0)
+    for name, (owner, attribute, layer) in apart.items():
+        if linears[name] != "fp32":
+            layer = quantize(torch.nn.Sequential(layer), linears[name], group_size=0)[0]
+        setattr(owner, attribute, layer)
+    return model
+
+
+def _check_linear_modes(argument: str, linears: dict[str, str] | None) -> None:
+    for name, mode in (linears or {}).items():
+        if mode not in LINEAR_MODES:
+            raise ValueError(f"{argument}[{name!r}]: expected one of {LINEAR_MODES}, got {mode!r}")
 
 
 def _check_embedding_mode(argument: str, mode: str | None, *configs: ModelConfig) -> None:
@@ -394,15 +419,18 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                 out_dir: str | Path, prefill_chunk: int = 32, xnnpack: bool = True,
                 tokenizer: str | Path | None = None, progress: bool = True,
                 quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32,
-                quantize_embedding: str | None = None, sources: dict[str, str] | None = None,
-                draft_vocab=None, draft_vocab_corpus=None) -> Path:
+                quantize_embedding: str | None = None, quantize_linears: dict[str, str] | None = None,
+                sources: dict[str, str] | None = None, draft_vocab=None, draft_vocab_corpus=None) -> Path:
     """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
     ``target`` and ``draft`` are modules (exported from a copy) or zero-argument callables that
     build them (each built when its program is exported, and released after). ``quantize="8da4w"``
     (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs them), ``quantize_draft``
     the draft's alone (default: as ``quantize``); fp32 otherwise. ``quantize_embedding``
     (``"4,32"``: 4 bits, a scale per 32 columns; ``"8,0"``: 8 bits, a scale per row) quantizes
-    both models' token embeddings. Prints each program's size, time and the peak memory so far.
+    both models' token embeddings. ``quantize_linears`` keeps named linears of the quantized
+    target at higher precision than ``quantize`` (``{"output": "8da8w", "layers.0.feed_forward.w2":
+    "fp32"}``; the draft's errors cost acceptance, never exactness, so it has no such setting).
+    Prints each program's size, time and the peak memory so far.
 
     ``draft_vocab`` restricts the draft's proposals to a subset of the vocabulary (a cheaper
     draft step; exact, see :mod:`spec_edge.draft_vocab`): token ids, or a number N for the N
@@ -426,7 +454,11 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     _check_quantize("quantize", quantize)
     _check_quantize("quantize_draft", quantize_draft)
     _check_embedding_mode("quantize_embedding", quantize_embedding, target_config, draft_config)
-    modes = {"target": quantize, "draft": quantize_draft or quantize, "embedding": quantize_embedding}
+    _check_linear_modes("quantize_linears", quantize_linears)
+    if quantize_linears and quantize is None:
+        raise ValueError("quantize_linears: sets linears of the quantized target apart; give quantize too")
+    modes = {"target": quantize, "draft": quantize_draft or quantize, "embedding": quantize_embedding,
+             "target_linears": dict(sorted((quantize_linears or {}).items())) or None}
     draft_ids = _draft_ids(draft_vocab, draft_vocab_corpus, tokenizer, draft_config.vocab_size)
     if not xnnpack and any(modes.values()):
         argument = "quantize" if quantize else "quantize_draft"
@@ -436,7 +468,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    def model(source, mode, vocab_ids=None):
+    def model(source, mode, vocab_ids=None, linears=None):
         # The caller's module stays intact (a copy is exported); a callable builds the model
         # when its turn comes, so that a lean export holds one model at a time.
         built = copy.deepcopy(source) if isinstance(source, torch.nn.Module) else source()
@@ -444,7 +476,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
             quantize_token_embedding(built, quantize_embedding)
         if vocab_ids is not None:
             restrict_draft_vocab(built, vocab_ids, draft_config.vocab_size)
-        return built if mode is None else quantize_model(built, mode, group_size)
+        return built if mode is None else quantize_model(built, mode, group_size, linears)
 
     def key(role: str, source, config: ModelConfig) -> str | None:
         """What a program is made from; None: unknown, so never reused."""
@@ -455,6 +487,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                         embedding=quantize_embedding, group_size=group_size, prefill_chunk=prefill_chunk,
                         xnnpack=xnnpack, k=k if role == "target" else None, ops=OP_VERSIONS, version=__version__,
                         vocab_ids=draft_ids if role == "draft" else None)
+        if role == "target" and quantize_linears:  # absent when unset: earlier keys still match
+            settings["linears"] = modes["target_linears"]
         return sha256(json.dumps(settings, sort_keys=True).encode())
 
     keys = {"draft.pte": key("draft", draft, draft_config), "target.pte": key("target", target, target_config)}
@@ -464,8 +498,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         stage = Path(staging)
         steps = [("draft.pte", lambda p: export_draft(model(draft, modes["draft"], draft_ids), draft_config, p,
                                                       prefill_chunk, xnnpack)),
-                 ("target.pte", lambda p: export_target(model(target, modes["target"]), target_config, k, p,
-                                                        prefill_chunk, xnnpack)),
+                 ("target.pte", lambda p: export_target(model(target, modes["target"], linears=quantize_linears),
+                                                        target_config, k, p, prefill_chunk, xnnpack)),
                  ("verify.pte", lambda p: export_verify(target_config.vocab_size, k, target_config, p))]
         hashes = {}
         bar = tqdm(steps, desc="export", disable=not progress)

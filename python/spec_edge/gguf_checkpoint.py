@@ -194,11 +194,38 @@ def save_gguf_tokenizer(path: str | Path, directory: str | Path):
     return tokenizer
 
 
+# Above this many bits per weight a GGUF tensor was kept precise on purpose (Q5_*, Q6_K, Q8_0, F16:
+# llama.cpp's Q4_K_M mixes keep attn_v, ffn_down and the output layer so); Q4_0, Q4_1, Q4_K are below.
+PRECISE_BITS = 5.0
+
+
+def gguf_precise_linears(path: str | Path) -> dict[str, str]:
+    """The linears a GGUF file stores with more than PRECISE_BITS bits per weight, as ExecuTorch
+    module names mapped to "8da8w": ``export_pair``'s ``quantize_linears`` for a 4-bit export
+    that keeps the file's own precision where it has it."""
+    from executorch.examples.models.checkpoint import get_mapped_key
+    from gguf import GGML_QUANT_SIZES
+    reader, _ = _reader(Path(path))
+    precise = {}
+    for tensor in reader.tensors:
+        block, size = GGML_QUANT_SIZES[tensor.tensor_type]
+        if len(tensor.shape) == 2 and tensor.name != "token_embd.weight" and 8 * size / block > PRECISE_BITS:
+            precise[get_mapped_key(tensor.name, _TO_EXECUTORCH).removesuffix(".weight")] = "8da8w"
+    return precise
+
+
 def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, out_dir: str | Path,
-                     max_context_len: int | None = None, **export_options) -> Path:
+                     max_context_len: int | None = None, keep_gguf_precision: bool = False,
+                     **export_options) -> Path:
     """draft.pte, target.pte, verify.pte, the tokenizer and the manifest from two GGUF files
-    that share a tokenizer (``export_options``: those of ``export_pair``)."""
+    that share a tokenizer (``export_options``: those of ``export_pair``). ``keep_gguf_precision``
+    (with ``quantize``): the target's linears that its file stores above 5 bits per weight get 8-bit
+    weights (``gguf_precise_linears``), the others ``quantize``'s."""
     from .export import export_pair, files_sha256
+    if keep_gguf_precision:
+        if export_options.get("quantize") is None:
+            raise ValueError("keep_gguf_precision: keeps precise linears of a quantized target; give quantize too")
+        export_options["quantize_linears"] = gguf_precise_linears(target_file)
     sources = {role: "gguf " + files_sha256([path]) for role, path in (("target", target_file), ("draft", draft_file))}
     with tempfile.TemporaryDirectory() as scratch:
         target_dir, draft_dir = Path(scratch) / "target", Path(scratch) / "draft"

@@ -122,6 +122,13 @@ class GenerateStats:
     def acceptance_rate(self) -> float:
         return self.accepted / self.proposed if self.proposed else 0.0
 
+    def add(self, other: GenerateStats) -> None:
+        """Adds ``other``'s counts, times and (when both keep one) histogram to these: totals over calls."""
+        for name in ("new_tokens", "rounds", "proposed", "accepted", "prefill_s", "draft_s", "target_s", "total_s"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if self.accepted_hist and other.accepted_hist:
+            self.accepted_hist = [a + b for a, b in zip(self.accepted_hist, other.accepted_hist)]
+
 
 def _load_program(path: Path, methods: set[str], expected_sha256: str | None):
     """The program at `path` with `methods` loaded; checked against `expected_sha256` (the

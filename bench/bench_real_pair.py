@@ -1,0 +1,205 @@
+"""The real pair end to end: Qwen2.5-Coder 0.5B drafting for 1.5B (`make fetch-models`), exported
+as `make demo-real` exports it, through the C++ runner (spec_edge.NativeRunner), next to
+llama.cpp's own speculative decoding on the same GGUF files (bench/llama_cpp.py builds it).
+
+Sections: a K sweep (1..8, greedy and sampled at T 0.8 / top-p 0.95; speculative and target-only
+decoding through the same target.pte alternate prompt by prompt), the draft and verify steps'
+cost in target decode steps, the runner's load time and peak RSS, the verify step's time as the
+context grows (128..2048 positions), and spec_edge beside llama.cpp prompt by prompt (greedy,
+the same thread count).
+
+Usage: python bench/bench_real_pair.py [--write docs/BENCHMARKS.md] [--max-new 64] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+
+import spec_edge
+from spec_edge.demo import run
+from spec_edge.demo_real import DRAFT, EXPORT, MODELS, PROMPTS, SAMPLED, TARGET, exported, runner
+from spec_edge.runtime import GenerateStats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import llama_cpp  # noqa: E402
+from bench_verify import write_section  # noqa: E402
+
+CLI = Path(spec_edge.__file__).parent / "_lib" / "spec-edge-run"
+MODES = {"greedy": {}, "sampled": SAMPLED}
+CONTEXTS = (128, 512, 1024, 2048)
+
+
+def step_ms(s: GenerateStats) -> dict:
+    """Per-step times: draft step and verify step per round (speculative), decode step (target-only)."""
+    return {"draft": 1e3 * s.draft_s / s.proposed if s.proposed else 0.0,
+            "verify": 1e3 * s.target_s / s.rounds if s.rounds else 0.0,
+            "decode": 1e3 * s.target_s / s.new_tokens if s.new_tokens else 0.0}
+
+
+def k_sweep(out: Path, prompts, max_new: int, eos) -> tuple[list[str], dict]:
+    rows = ["| K | mode | speculative tokens/s | target-only tokens/s | speedup | acceptance | tokens per round | "
+            "draft step (decode steps) | verify step (decode steps) |", "|---|---|---|---|---|---|---|---|---|"]
+    best = {}
+    for k in range(1, EXPORT["k"] + 1):
+        decoder, _ = runner(out, k)
+        for mode, sampling in MODES.items():
+            _, spec, base = run(decoder, prompts, max_new, eos, f"K={k} {mode}", **sampling)
+            speedup = spec.tokens_per_s / base.tokens_per_s
+            s, b = step_ms(spec), step_ms(base)
+            rows.append(f"| {k} | {mode} | {spec.tokens_per_s:.1f} | {base.tokens_per_s:.1f} | {speedup:.2f}x | "
+                        f"{spec.acceptance_rate:.3f} | {spec.new_tokens / spec.rounds:.2f} | "
+                        f"{s['draft']:.1f} ms ({s['draft'] / b['decode']:.2f}) | "
+                        f"{s['verify']:.1f} ms ({s['verify'] / b['decode']:.2f}) |")
+            if speedup > best.get(mode, (0, 0))[1]:
+                best[mode] = (k, speedup)
+        del decoder
+    return rows, best
+
+
+def draft_vocab(out: Path, prompts, max_new: int, eos, k: int, n: int) -> list[str]:
+    """The draft over the whole vocabulary against one over its ``n`` most frequent tokens (the
+    target.pte shared), greedy, prompt by prompt in turn."""
+    variant = exported(MODELS, out.parent / f"{out.name}-draft-vocab-{n}", draft_vocab=n, reuse_target=out)
+    rows = ["| draft | draft.pte | draft step | / target decode step | acceptance | speculative tokens/s |",
+            "|---|---|---|---|---|---|"]
+    decoders = {"whole vocabulary": runner(out, k)[0], f"{n} frequent tokens": runner(variant, k)[0]}
+    totals = {name: (GenerateStats(), GenerateStats()) for name in decoders}
+    for prompt in tqdm(prompts, desc="draft vocabulary"):
+        for name, decoder in decoders.items():
+            for speculative, total in zip((True, False), totals[name]):
+                decoder.generate(prompt, max_new, speculative=speculative, eos_token_id=eos)
+                total.add(decoder.stats)
+    for (name, (spec, base)), directory in zip(totals.items(), (out, variant)):
+        s, b = step_ms(spec), step_ms(base)
+        rows.append(f"| {name} | {(directory / 'draft.pte').stat().st_size / 2**20:.1f} MiB | {s['draft']:.1f} ms | "
+                    f"{s['draft'] / b['decode']:.2f} | {spec.acceptance_rate:.3f} | {spec.tokens_per_s:.1f} |")
+    return rows
+
+
+def cli_load_and_memory(out: Path, k: int, max_new: int) -> str:
+    """spec-edge-run in its own process, text in and out: wall time, load time and peak RSS."""
+    start = time.monotonic()
+    run_ = subprocess.run([str(CLI), "--model-dir", str(out), "--prompt", PROMPTS[0], "--max-new", str(max_new),
+                           "--k", str(k)], check=True, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+    decode = [line for line in run_.stderr.splitlines() if "tokens/s" in line][-1]
+    return (f"`spec-edge-run --prompt ... --max-new {max_new} --k {k}` (text in, text out): {wall:.1f} s wall, "
+            f"peak RSS {peak:.2f} GiB; its report: {decode}")
+
+
+def long_text_ids(tokenizer, n: int) -> list[int]:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    text = "".join((stdlib / name).read_text() for name in ("textwrap.py", "heapq.py", "json/decoder.py", "bisect.py"))
+    ids = tokenizer.encode(text)
+    assert len(ids) >= n, (len(ids), n)
+    return ids[:n]
+
+
+def context_growth(out: Path, tokenizer, k: int = 4, max_new: int = 24) -> list[str]:
+    """Verify and decode steps with the context near each length (the prompt fills it)."""
+    decoder, _ = runner(out, k)
+    rows = ["| context (positions) | verify step, K+1 = 5 | target decode step | verify / decode |",
+            "|---|---|---|---|"]
+    for context in tqdm(CONTEXTS, desc="context growth"):
+        prompt = long_text_ids(tokenizer, context - max_new - k - 1)
+        decoder.generate(prompt, max_new, speculative=True)
+        spec = step_ms(decoder.stats)
+        decoder.generate(prompt, max_new, speculative=False)
+        base = step_ms(decoder.stats)
+        rows.append(f"| {context} | {spec['verify']:.1f} ms | {base['decode']:.1f} ms | "
+                    f"{spec['verify'] / base['decode']:.2f} |")
+    return rows
+
+
+def side_by_side(out: Path, prompts, max_new: int, k: int, threads: int, cache: Path) -> list[str]:
+    tools = llama_cpp.build(cache)
+    decoder, _ = runner(out, k)
+    rows = ["| prompt | spec_edge target-only | spec_edge speculative (K=%d) | llama.cpp target-only | "
+            "llama.cpp speculative, n_max 4 | llama.cpp speculative, n_max 8 | spec_edge spec. / llama.cpp best spec. "
+            "| spec_edge spec. / llama.cpp target-only |" % k, "|---|---|---|---|---|---|---|---|"]
+    where = []
+    for i, (text, ids) in enumerate(tqdm(list(zip(PROMPTS, prompts)), desc="side by side")):
+        decoder.generate(ids, max_new, speculative=True)
+        spec = decoder.stats
+        decoder.generate(ids, max_new, speculative=False)
+        base = decoder.stats
+        ll_base = llama_cpp.completion(tools, MODELS / TARGET, text, max_new, threads)
+        ll_spec = {n: llama_cpp.speculative(tools, MODELS / TARGET, MODELS / DRAFT, text, max_new, threads, n)
+                   for n in (4, 8)}
+        best = max(v["tokens_per_s"] for v in ll_spec.values())
+        rows.append(f"| {i + 1} | {base.tokens_per_s:.1f} | {spec.tokens_per_s:.1f} (acc. {spec.acceptance_rate:.2f}) | "
+                    f"{ll_base['tokens_per_s']:.1f} | "
+                    + " | ".join(f"{v['tokens_per_s']:.1f} (acc. {v['acceptance']:.2f})" for v in ll_spec.values())
+                    + f" | {spec.tokens_per_s / best:.2f}x | {spec.tokens_per_s / ll_base['tokens_per_s']:.2f}x |")
+        s, b = step_ms(spec), step_ms(base)
+        where.append(f"- prompt {i + 1}: spec_edge: decode step {b['decode']:.1f} ms, draft step {s['draft']:.1f} ms, "
+                     f"verify step {s['verify']:.1f} ms; llama.cpp: decode {ll_base['ms_per_token']:.1f} ms per token, "
+                     + "; ".join(f"n_max {n}: draft {v['draft_ms']:.1f} ms per drafted token, check {v['check_ms']:.1f} "
+                                 "ms per round" for n, v in ll_spec.items()))
+    return rows + ["", "Where the time goes:", ""] + where
+
+
+SECTIONS = ("sweep", "memory", "context", "draft-vocab", "llama.cpp")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", type=Path)
+    parser.add_argument("--cache", type=Path, default=Path("build/real/qwen-coder"))
+    parser.add_argument("--llama-cpp", type=Path, default=Path("build/llama_cpp"))
+    parser.add_argument("--max-new", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--draft-vocab", type=int, default=32768, help="the draft-vocabulary variant's size")
+    parser.add_argument("--k", type=int, help="K of the sections after the sweep (default: the sweep's best greedy K)")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS)
+    args = parser.parse_args()
+    out = exported(MODELS, args.cache)
+    tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
+    prompts = [tokenizer.encode(t) for t in PROMPTS]
+    eos = tokenizer.eos_ids
+    load_s = runner(out, EXPORT["k"])[1]
+    lines, header = [], ["## The real pair: Qwen2.5-Coder 0.5B drafting for 1.5B (`bench/bench_real_pair.py`)\n",
+             f"`{TARGET}` drafted by `{DRAFT}`, exported as `make demo-real` does ({EXPORT['quantize']}, group "
+             f"{EXPORT['group_size']}, embeddings {EXPORT['quantize_embedding']}, context {EXPORT['max_context_len']}), "
+             f"the C++ runner (`spec_edge.NativeRunner`), {len(prompts)} code prompts x {args.max_new} new tokens, "
+             f"{args.threads} threads. Load: `NativeRunner` {load_s:.1f} s.\n"]
+
+    def done(section: list[str]) -> None:
+        """Shown, and written, as each section ends: a long run keeps what it measured."""
+        lines.extend(section)
+        print("\n".join(section), flush=True)
+        if args.write:
+            write_section(args.write, "bench_real_pair", "\n".join(lines))
+
+    done(header)
+    k = args.k
+    if "sweep" in args.sections:
+        rows, best = k_sweep(out, prompts, args.max_new, eos)
+        done(["### K sweep\n", *rows, "",
+              "Best K: " + ", ".join(f"{mode} K={k} ({s:.2f}x)" for mode, (k, s) in best.items()) + ".\n"])
+        k = k or best["greedy"][0]
+    k = k or 4
+    if "memory" in args.sections:
+        done([cli_load_and_memory(out, k, args.max_new) + "\n"])
+    if "context" in args.sections:
+        done(["### The verify step as the context grows\n", *context_growth(out, tokenizer), ""])
+    if "draft-vocab" in args.sections:
+        done([f"### A draft over part of the vocabulary, K={k}, greedy\n",
+              *draft_vocab(out, prompts, args.max_new, eos, k, args.draft_vocab), ""])
+    if "llama.cpp" in args.sections:
+        done([f"### Beside llama.cpp (0c1e570, from llama-cpp-python 0.3.36's sources), greedy, {args.threads} "
+              "threads, tokens/s\n", *side_by_side(out, prompts, args.max_new, k, args.threads, args.llama_cpp)])
+
+
+if __name__ == "__main__":
+    main()
