@@ -295,6 +295,8 @@ def test_quantized_pair_runs_and_stays_close_to_fp32(tmp_path):
                           r"linears\['output'\]: expected one of \('8da8w', 'fp32'\), got '8da4w'"),
                          (dict(quantize="8da4w", quantize_linears={"layers.0.attention": "fp32"}),
                           "linears: 'layers.0.attention' is not a linear layer of the model"),
+                         (dict(quantize="8da4w", quantize_linears={"layers.9.attention.wv": "fp32"}),
+                          "linears: 'layers.9.attention.wv' is not a linear layer of the model"),
                          (dict(quantize_linears={"output": "fp32"}),
                           "quantize_linears: sets linears of the quantized target apart; give quantize too")):
         with pytest.raises(ValueError, match=message):

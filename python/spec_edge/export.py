@@ -323,12 +323,16 @@ def quantize_model(model: torch.nn.Module, mode: str, group_size: int,
     apart = {}
     for name in linears or {}:
         owner_name, _, attribute = name.rpartition(".")
-        owner = model.get_submodule(owner_name)
+        try:
+            owner = model.get_submodule(owner_name)
+        except AttributeError:
+            owner = None
         layer = getattr(owner, attribute, None)
         if not isinstance(layer, torch.nn.Linear):
             raise ValueError(f"linears: {name!r} is not a linear layer of the model")
         apart[name] = (owner, attribute, layer)
-        setattr(owner, attribute, torch.nn.Identity())  # out of the model-wide pass
+    for owner, attribute, _ in apart.values():  # out of the model-wide pass (every name checked first)
+        setattr(owner, attribute, torch.nn.Identity())
     quantize(model, mode, group_size=group_size if mode == "8da4w" else 0)
     for name, (owner, attribute, layer) in apart.items():
         if linears[name] != "fp32":
