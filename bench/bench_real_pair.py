@@ -86,7 +86,8 @@ def draft_vocab(out: Path, prompts, max_new: int, eos, k: int, n: int) -> list[s
 
 
 def cli_load_and_memory(out: Path, k: int, max_new: int) -> str:
-    """spec-edge-run in its own process, text in and out: wall time, load time and peak RSS."""
+    """spec-edge-run in its own process, text in and out: wall time (loading included) and peak
+    RSS (the largest child so far: run before llama.cpp's tools)."""
     start = time.monotonic()
     run_ = subprocess.run([str(CLI), "--model-dir", str(out), "--prompt", PROMPTS[0], "--max-new", str(max_new),
                            "--k", str(k)], check=True, capture_output=True, text=True)
