@@ -8,25 +8,18 @@ build/llama_cpp, then run as subprocesses on the same GGUF files with their timi
 from __future__ import annotations
 
 import argparse
-import hashlib
 import re
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
+from spec_edge.export import files_sha256
+
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
 SDIST_SIZE = 76_589_250
 SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 TOOLS = ("llama-completion", "llama-speculative-simple", "llama-perplexity")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def sources(cache: Path) -> Path:
@@ -38,7 +31,7 @@ def sources(cache: Path) -> Path:
     if not archive.is_file():
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-q",
                         "-d", str(cache), "llama-cpp-python==0.3.36"], check=True)
-    size, digest = archive.stat().st_size, _sha256(archive)
+    size, digest = archive.stat().st_size, files_sha256([archive])
     if (size, digest) != (SDIST_SIZE, SDIST_SHA256):
         archive.unlink()
         raise SystemExit(f"{archive}: expected {SDIST_SIZE} bytes with sha256 {SDIST_SHA256}, got {size} bytes "
