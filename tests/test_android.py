@@ -94,9 +94,10 @@ def test_the_api_is_documented(classes, tmp_path):
 
 
 def driver_tokens(jvm: Jvm, classes: Path, model_dir: Path, k: int, max_new: int, speculative: bool,
-                  sampling: list[str], prompt: list[int]) -> tuple[list[int], str]:
+                  sampling: list[str], prompt: list[int], drafting: tuple[str, bool] | None = None) -> tuple[list[int], str]:
+    extra = [] if drafting is None else [drafting[0], "1" if drafting[1] else "0"]
     out = jvm.run(classes, "tokens", str(model_dir), str(k), str(max_new), "1" if speculative else "0", *sampling,
-                  ",".join(map(str, prompt))).stdout.splitlines()
+                  ",".join(map(str, prompt)), *extra).stdout.splitlines()
     tokens = [int(t) for t in out[0].split()]
     assert out[1] == out[0], "the streamed tokens differ from the returned ones"
     return tokens, out[2]
@@ -203,6 +204,11 @@ BAD_INPUT = {
     "missing_dir": ("SpecEdgeException", r"missing/manifest.json: not found \(is the directory written by"),
     "k_too_big": ("SpecEdgeException", "k: the programs were exported for K up to 3, got k=99"),
     "k_negative": ("IllegalArgumentException", "k: expected 0 .* got -1"),
+    "drafter": ("IllegalArgumentException", "drafter: expected one of model, lookup, hybrid, got 'ngram'"),
+    "drafter_null": ("IllegalArgumentException", "drafter: expected one of model, lookup, hybrid, got null"),
+    "ngrams": ("IllegalArgumentException", "min_ngram, max_ngram: expected 1 <= min_ngram <= max_ngram <= 64, got 3, 2"),
+    "min_match": ("IllegalArgumentException", r"min_match: expected min_ngram <= min_match <= max_ngram \(2..4\), got 7"),
+    "costs": ("IllegalArgumentException", "draft_step_cost: expected a cost in"),
     "null_prompt": ("IllegalArgumentException", "promptIds: expected a value, got null"),
     "null_sampling": ("IllegalArgumentException", "sampling: expected a value, got null"),
     "empty_prompt": ("IllegalArgumentException", "prompt: expected at least one token"),

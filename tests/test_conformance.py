@@ -29,9 +29,13 @@ from stats_utils import binomial_z_pvalue, chisquare_pvalue, exact_sampler_tvd_f
 
 K, V = 3, 6
 N_CI, N_FULL, CHUNK = 40_000, 10_000_000, 1_000_000
-MODES = ["greedy", "accept", "draft_free", "verify_T0.5", "verify_T1", "verify_T1.5", "verify_filtered"]
+MODES = ["greedy", "accept", "draft_free", "verify_T0.5", "verify_T1", "verify_T1.5", "verify_filtered",
+         "verify_point_mass_T1"]
 CONTROLS = ["no_residual_renormalization", "accept_min_q_over_p", "bonus_from_q", "reused_uniform",
-            "draft_unfiltered"]
+            "draft_unfiltered", "point_mass_as_target"]
+# verify_point_mass: proposals that come with no draft distribution (prompt lookup), verified by
+# the verify op with draft rows of -inf but at the proposed token, as the runners do; its control
+# verifies them as if the draft were the target (every proposal accepted).
 # verify_filtered: the filters of the sampling issue inside verify, on target and draft alike.
 FILTERED_T = 0.8
 FILTERED = spec_edge.Filters(top_k=4, top_p=0.9, min_p=0.05)
@@ -113,7 +117,7 @@ def alphas(case: Case, mode: str) -> torch.Tensor:
     p, q = law(case, mode)
     if mode == "greedy":
         return spec_edge.greedy_acceptance_rate(p[:K], q[:K])
-    if mode == "draft_free":
+    if mode == "draft_free" or "point_mass" in mode:
         return spec_edge.draft_free_acceptance_rate(p[:K], q[:K])
     return spec_edge.acceptance_rate(p[:K], q[:K])
 
@@ -164,6 +168,15 @@ def simulate(case: Case, mode: str, trials: int, seed: int = 0) -> tuple[np.ndar
             n, nxt = spec_edge.accept_with_uniforms(expand(p), expand(q[:K]), tokens, u)
         elif mode == "draft_free":
             n, nxt = spec_edge.accept_with_uniforms(expand(p), None, tokens, u)
+        elif mode == "verify_point_mass_T1":
+            rows = torch.full((m, K, V), float("-inf")).scatter_(2, tokens[:, :, None], 0.0)
+            n, out = spec_edge.verify(expand(torch.log(case.p)), rows, tokens, temperature=1.0, seed=seed,
+                                      offset=chunk)
+            nxt = out.gather(1, n[:, None])[:, 0]
+        elif mode == "point_mass_as_target":
+            n, out = spec_edge.verify(expand(torch.log(case.p)), expand(torch.log(case.p[:K])), tokens,
+                                      temperature=1.0, seed=seed, offset=chunk)
+            nxt = out.gather(1, n[:, None])[:, 0]
         elif mode.startswith("verify"):
             filters = FILTERED if mode == "verify_filtered" else spec_edge.Filters()
             n, out = spec_edge.verify(expand(torch.log(case.p)), expand(torch.log(case.q[:K])), tokens,
@@ -256,10 +269,78 @@ def test_python_exact_verifier_passes_the_same_battery(trials):
 @pytest.mark.stat
 @pytest.mark.parametrize("control", CONTROLS)
 def test_negative_control_fails_the_battery(control, trials):
-    law_mode = "verify_filtered" if control == "draft_unfiltered" else "accept"
+    law_mode = {"draft_unfiltered": "verify_filtered", "point_mass_as_target": "verify_point_mass_T1"}.get(
+        control, "accept")
     failed = [c.name for c in CASES if not run_battery(c, control, min(trials, N_CI), law_mode=law_mode).passed]
     REPORT.append((f"control:{control}", f"fails {len(failed)}/{len(CASES)} cases", None))
     assert len(failed) > len(CASES) // 2, f"{control} fails only {failed}"
+
+
+def adaptive_round(case: Case, trials: int, k_from: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two rounds per trial; the second's K is 1 + (the first's accepted length) mod K (``"past"``,
+    as adaptive K chooses), or, for the control, the number of its own proposals its uniforms
+    accept, at least one (``"current"``). Returns the second round's accepted lengths [N] and
+    emitted tokens [N, K+1] (-1 past the end)."""
+    p, q = case.p, case.q
+    g = torch.Generator().manual_seed(3)
+    rows = torch.arange(K)
+
+    def draw():
+        tokens = torch.stack([torch.multinomial(q[i], trials, replacement=True, generator=g) for i in range(K)], 1)
+        return tokens, torch.rand(trials, K + 1, dtype=torch.float64, generator=g)
+
+    def accept(tokens, u, k):
+        m = tokens.shape[0]
+        return spec_edge.accept_with_uniforms(p[:k + 1].float()[None].expand(m, k + 1, V),
+                                              q[:k].float()[None].expand(m, k, V), tokens, u)
+
+    first_n, _ = accept(*draw(), K)
+    tokens, u = draw()
+    if k_from == "past":
+        ks = 1 + first_n % K
+    else:
+        accepts = u[:, :K] * q[rows, tokens] <= p[rows, tokens]
+        ks = accepts.long().cumprod(1).sum(1).clamp(min=1)
+    n = torch.zeros(trials, dtype=torch.long)
+    emitted = torch.full((trials, K + 1), -1)
+    for k in range(1, K + 1):
+        chosen = ks == k
+        if not chosen.any():
+            continue
+        nk, nxt = accept(tokens[chosen, :k], torch.cat([u[chosen, :k], u[chosen, K:]], 1), k)
+        cols = torch.arange(k + 1)[None]
+        out = torch.where(cols < nk[:, None], torch.cat([tokens[chosen, :k], tokens[chosen, :1]], 1),
+                          torch.where(cols == nk[:, None], nxt[:, None], -1))
+        emitted[chosen, :k + 1] = out
+        n[chosen] = nk
+    return n, emitted
+
+
+def adaptive_pvalues(case: Case, trials: int, k_from: str) -> list[float]:
+    """The token emitted at every position j, given that the round reached j, against p_j."""
+    n, emitted = adaptive_round(case, trials, k_from)
+    return [chisquare_pvalue(np.bincount(emitted[n >= j, j].numpy(), minlength=V), case.p[j].numpy())
+            for j in range(K + 1)]
+
+
+ADAPTIVE_ALPHA = FAMILY_ALPHA / (2 * len(CASES) * (K + 1))
+
+
+@pytest.mark.stat
+def test_k_chosen_from_past_rounds_keeps_the_target_distribution(trials):
+    """Adaptive K: a round's K follows from the rounds before it, never from its own draws."""
+    for case in CASES:
+        pvalues = adaptive_pvalues(case, min(trials, 10 * N_CI), "past")
+        assert min(pvalues) >= ADAPTIVE_ALPHA, (case.name, pvalues)
+
+
+@pytest.mark.stat
+def test_k_chosen_from_the_rounds_own_uniforms_fails(trials):
+    """The control: stopping the proposals where this round's uniforms would reject one biases
+    the emitted tokens towards the draft's."""
+    failed = [c.name for c in CASES if min(adaptive_pvalues(c, min(trials, 10 * N_CI), "current")) < ADAPTIVE_ALPHA]
+    REPORT.append(("control:k_from_current_uniforms", f"fails {len(failed)}/{len(CASES)} cases", None))
+    assert len(failed) > len(CASES) // 2, f"fails only {failed}"
 
 
 def test_same_seed_same_bits_and_fresh_offset_fresh_draws():

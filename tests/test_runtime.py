@@ -21,8 +21,9 @@ from small_pair import K, PROMPT, configs, embedding_configs, export_embedding_p
 from stats_utils import chisquare_pvalue
 
 pytest.importorskip("executorch")
-from spec_edge.export import (ModelConfig, build_model, export_pair, quantize_model,  # noqa: E402
+from spec_edge.export import (DRAFT_STEP_TOKENS, ModelConfig, build_model, export_pair, quantize_model,  # noqa: E402
                                quantize_token_embedding)
+from spec_edge.drafters import Drafting  # noqa: E402
 from spec_edge.runtime import PteSpeculativeDecoder, ProgramError  # noqa: E402
 
 TARGET, DRAFT = configs()
@@ -425,17 +426,21 @@ class _Recorder:
 
 
 @pytest.mark.parametrize("accepts", [[4, 4, 4, 4, 4, 4], [0, 4, 2, 4, 4, 1, 3], [1, 2, 3, 0, 4]])
-def test_the_draft_cache_always_holds_the_context_before_it_is_read(accepts):
+@pytest.mark.parametrize("drafting", [Drafting(), Drafting("hybrid", min_ngram=1, max_ngram=2, min_match=1),
+                                      Drafting(adaptive_k=True)], ids=["model", "hybrid", "adaptive"])
+def test_the_draft_cache_always_holds_the_context_before_it_is_read(accepts, drafting):
     """Every draft step sees, at every earlier position, exactly the tokens of the context (and
     of this round's drafts), whatever the target accepts: the catch-up of the K-th draft token
-    after a fully accepted round included."""
+    after a fully accepted round included, and after the rounds prompt lookup served."""
     k, vocab = 4, 50
     dec = object.__new__(PteSpeculativeDecoder)
+    dec.drafting = drafting
     dec.k = dec.max_k = k
     dec.vocab_size, dec.max_context_len, dec.prefill_chunk, dec.external_target = vocab, 96, 4, False
     draft_cache, target_cache, truth, rounds = {}, {}, {}, iter(accepts * 10)
 
     def draft_step(tokens, pos):
+        assert len(tokens) <= DRAFT_STEP_TOKENS, "the draft step takes its last token (or two); prefill catches up"
         for p in range(pos):  # everything before what this call writes
             assert draft_cache[p] == truth[p], f"draft reads position {p}: stale"
         truth.update({pos + i: t for i, t in enumerate(tokens)})
@@ -444,7 +449,7 @@ def test_the_draft_cache_always_holds_the_context_before_it_is_read(accepts):
         return torch.tensor([nxt]), torch.zeros(1, vocab)
 
     def verify(tokens, pos):
-        n = next(rounds)
+        n = min(next(rounds), len(tokens) - 1)
         out = tokens[1:n + 1] + [(tokens[n] * 3 + 1) % vocab]  # keep n drafts, then a correction
         truth.update({pos + 1 + i: t for i, t in enumerate(out)})
         return torch.tensor([n]), torch.tensor([out + [-1] * (k - n)])
@@ -457,6 +462,7 @@ def test_the_draft_cache_always_holds_the_context_before_it_is_read(accepts):
     truth.update(enumerate(prompt))
     out = dec.generate(prompt, 40)
     assert len(out) == 40 and dec.stats.rounds >= len(accepts)
+    assert dec.stats.lookup_rounds > 0 if drafting.drafter == "hybrid" else dec.stats.lookup_rounds == 0
 
 
 def test_generate_stats_add_up_over_calls():

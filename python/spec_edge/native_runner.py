@@ -13,10 +13,12 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from . import executorch as se_executorch
 from ._native import native_library
+from .drafters import Drafting
 from .ops import Filters
 from .runtime import GenerateStats, eos_ids, integer, one_call_at_a_time, sampling_settings
 
@@ -40,13 +42,18 @@ def _load_extension():
 class NativeRunner:
     """Speculative decoding over ``draft.pte`` + ``target.pte`` in ``model_dir`` by the C++ runner.
 
-    ``k`` draft tokens per round: any K up to the one the programs were exported for (the
-    default). Raises :class:`spec_edge.runtime.ProgramError` for a directory, manifest or program
+    ``k`` proposals per round: any K up to the one the programs were exported for (the default);
+    with ``adaptive_k``, the most per round. ``drafter`` and ``drafting``: as
+    :class:`spec_edge.runtime.PteSpeculativeDecoder`'s (the same decisions, so the same tokens).
+    Raises :class:`spec_edge.runtime.ProgramError` for a directory, manifest or program
     it cannot run and ``ValueError`` for arguments out of range, as the Python loop does.
     """
 
-    def __init__(self, model_dir: str | Path, k: int | None = None):
-        self._runner = _load_extension().Runner(str(model_dir), None if k is None else integer(k, "k"))
+    def __init__(self, model_dir: str | Path, k: int | None = None, drafter: str = "model", **drafting):
+        self.drafting = Drafting(drafter, **drafting)
+        self.drafting.check()
+        self._runner = _load_extension().Runner(str(model_dir), None if k is None else integer(k, "k"),
+                                                **asdict(self.drafting))
         self.dir = Path(model_dir)
         self.k, self.max_k = self._runner.k, self._runner.max_k
         self.vocab_size, self.max_context_len = self._runner.vocab_size, self._runner.max_context_len

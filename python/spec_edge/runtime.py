@@ -19,14 +19,15 @@ import numbers
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
 
 from . import executorch as se_executorch
-from .export import MANIFEST, MANIFEST_FORMAT, OP_VERSIONS, sha256
+from .export import DRAFT_STEP_TOKENS, MANIFEST, MANIFEST_FORMAT, OP_VERSIONS, sha256
 from ._native import check_sampling
+from .drafters import AdaptiveK, Drafting, PromptLookup
 from .ops import Filters, float32_number
 from .pte import inspect
 
@@ -107,11 +108,20 @@ class GenerateStats:
     rounds: int = 0
     proposed: int = 0
     accepted: int = 0
-    accepted_hist: list[int] = field(default_factory=list)  # rounds by accepted length 0..K
+    accepted_hist: list[int] = field(default_factory=list)  # verify rounds by accepted length 0..K
     prefill_s: float = 0.0
     draft_s: float = 0.0
     target_s: float = 0.0  # target verify (or decode) steps, the fused op included
     total_s: float = 0.0
+    # By drafter: verify rounds served, tokens proposed and accepted; plain_steps: rounds in which
+    # prompt lookup had no proposal, decoded by the target alone (one token each).
+    model_rounds: int = 0
+    model_proposed: int = 0
+    model_accepted: int = 0
+    lookup_rounds: int = 0
+    lookup_proposed: int = 0
+    lookup_accepted: int = 0
+    plain_steps: int = 0
 
     @property
     def tokens_per_s(self) -> float:
@@ -124,8 +134,9 @@ class GenerateStats:
 
     def add(self, other: GenerateStats) -> None:
         """Adds ``other``'s counts, times and (when both keep one) histogram to these: totals over calls."""
-        for name in ("new_tokens", "rounds", "proposed", "accepted", "prefill_s", "draft_s", "target_s", "total_s"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for f in fields(self):
+            if f.name != "accepted_hist":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         if self.accepted_hist and other.accepted_hist:
             self.accepted_hist = [a + b for a, b in zip(self.accepted_hist, other.accepted_hist)]
 
@@ -170,8 +181,11 @@ def _load_program(path: Path, methods: set[str], expected_sha256: str | None):
 class PteSpeculativeDecoder:
     """Speculative decoding over ``draft.pte`` + ``target.pte`` in ``model_dir``.
 
-    ``k`` draft tokens per round: any K up to the one the programs were exported for (the
-    default).
+    ``k`` proposals per round: any K up to the one the programs were exported for (the default);
+    with ``adaptive_k``, the most per round. ``drafter``: ``"model"`` (draft.pte), ``"lookup"``
+    (prompt lookup; no draft.pte needed) or ``"hybrid"``; ``drafting``: the other settings of
+    :class:`spec_edge.drafters.Drafting` (``adaptive_k``, ``min_ngram``, ``max_ngram``,
+    ``min_match``, the costs).
 
     Example (with a directory written by ``export/export_pair.py``)::
 
@@ -181,7 +195,10 @@ class PteSpeculativeDecoder:
         dec.stats.tokens_per_s, dec.stats.accepted_hist
     """
 
-    def __init__(self, model_dir: str | Path, k: int | None = None, target_pte: str | Path | None = None):
+    def __init__(self, model_dir: str | Path, k: int | None = None, target_pte: str | Path | None = None,
+                 drafter: str = "model", **drafting):
+        self.drafting = Drafting(drafter, **drafting)
+        self.drafting.check()
         self.dir = Path(model_dir)
         manifest_path = self.dir / MANIFEST
         if not manifest_path.is_file():
@@ -214,9 +231,17 @@ class PteSpeculativeDecoder:
                 raise ProgramError(f"{manifest_path}: programs: expected the sha256 of {name}")
             return _load_program(self.dir / name, methods, programs[name])
 
-        self._draft_program, self.draft = ours("draft.pte", {"prefill", "draft_step"})
-        loaded = [("draft.pte", self._draft_program)]
+        self._draft_program, self.draft, loaded = None, None, []
+        if drafter != "lookup":
+            if not (self.dir / "draft.pte").is_file():
+                raise ProgramError(f"{self.dir / 'draft.pte'}: not found; drafter {drafter} needs the draft model "
+                                   "(drafter lookup runs on target.pte alone)")
+            self._draft_program, self.draft = ours("draft.pte", {"prefill", "draft_step"})
+            loaded.append(("draft.pte", self._draft_program))
         if self.external_target:
+            if drafter != "model" or self.drafting.adaptive_k:
+                raise ProgramError("drafter: verify.pte beside an external target verifies exactly K proposals per "
+                                   "round; use the model drafter without adaptive_k")
             if self.k != self.max_k:
                 raise ProgramError(f"k: verify.pte was exported for K={self.max_k}, got k={self.k}")
             self._verify_program, verify = ours("verify.pte", {"verify"})
@@ -262,9 +287,10 @@ class PteSpeculativeDecoder:
                 if built != version:
                     raise ProgramError(f"{self.dir / name}: built for {op} version {built}, this spec_edge "
                                        f"has version {version}: export it again")
-        name, program = programs[1][:2]
-        vocab = int(self._draft_program.metadata("draft_step").output_tensor_meta(1).sizes()[-1])
-        if vocab != self.vocab_size:
+        name, program = programs[-1]  # the target's program (verify.pte beside an external target)
+        vocab = None if self._draft_program is None else \
+            int(self._draft_program.metadata("draft_step").output_tensor_meta(1).sizes()[-1])
+        if vocab not in (None, self.vocab_size):
             raise ProgramError(f"{self.dir / 'draft.pte'}: vocabulary {vocab} does not match the manifest's "
                                f"{self.vocab_size} (draft and target must share a tokenizer)")
         draft_logits = program.metadata("verify").input_tensor_meta(1 if self.external_target else 2).sizes()
@@ -320,10 +346,11 @@ class PteSpeculativeDecoder:
         inputs[7] = torch.tensor([offset])
         return inputs
 
-    def _prefill(self, method, tokens: list[int], start: int):
-        for at in range(0, len(tokens), self.prefill_chunk):
-            chunk = torch.tensor([tokens[at:at + self.prefill_chunk]], dtype=torch.long)
-            method.execute([chunk, torch.tensor([start + at])])
+    def _prefill(self, method, tokens: list[int], begin: int, end: int):
+        """tokens[begin:end] into the program's cache at their positions, a chunk at a time."""
+        for at in range(begin, end, self.prefill_chunk):
+            chunk = torch.tensor([tokens[at:min(at + self.prefill_chunk, end)]], dtype=torch.long)
+            method.execute([chunk, torch.tensor([at])])
 
     @one_call_at_a_time
     def generate(self, prompt_ids, max_new: int, temperature: float = 0.0, filters: Filters = Filters(),
@@ -348,68 +375,125 @@ class PteSpeculativeDecoder:
         stats = GenerateStats(accepted_hist=[0] * (self.k + 1))
         t_start = time.perf_counter()
         context = list(prompt)
-        self._prefill(self.target["forward" if self.external_target else "prefill"], prompt[:-1], 0)
-        if speculative:
-            self._prefill(self.draft["prefill"], prompt[:-1], 0)
+        self._prefill(self.target["forward" if self.external_target else "prefill"], prompt, 0, len(prompt) - 1)
+        if speculative and self.draft is not None:
+            self._prefill(self.draft["prefill"], prompt, 0, len(prompt) - 1)
+        d = self.drafting
+        lookup = PromptLookup(d.min_ngram, d.max_ngram)
+        lookup.extend(prompt)
+        state = _Round(0, len(prompt) - 1, AdaptiveK(self.k, d.verify_row_cost + d.draft_step_cost),
+                       AdaptiveK(self.k, d.verify_row_cost))
         stats.prefill_s = time.perf_counter() - t_start
-        offset = 0
         new: list[int] = []
-        draft_seen = len(prompt) - 1  # context tokens in the draft's cache
         while len(new) < max_new:
-            pos = len(context) - 1  # the last token is not in the caches yet
             if not speculative:
-                t0 = time.perf_counter()
-                token = self._target_decode(context[-1], pos, self._call_inputs(fixed, filters, context, offset))
-                stats.target_s += time.perf_counter() - t0
-                offset += 1
-                emitted = [token]
+                emitted = [self._decode_step(context, fixed, filters, state.offset, stats)]
+                state.offset += 1
             else:
-                emitted = self._round(context, draft_seen, fixed, filters, offset, stats)
-                offset += self.k + 1
-                # The draft saw the context and its drafts up to the K-th, which it only proposed.
-                draft_seen = min(pos + len(emitted), pos + self.k)
-            for token in emitted[:max_new - len(new)]:
-                new.append(token)
-                context.append(token)
-                if token in stop_ids:
-                    stats.total_s = time.perf_counter() - t_start
-                    stats.new_tokens = len(new)
-                    self.stats = stats
-                    return new
+                emitted = self._round(context, fixed, filters, state, stats, lookup)
+            emitted = emitted[:max_new - len(new)]
+            stop = next((i for i, token in enumerate(emitted) if token in stop_ids), None)
+            emitted = emitted if stop is None else emitted[:stop + 1]
+            new += emitted
+            context += emitted
+            lookup.extend(emitted)
+            if stop is not None:
+                break
         stats.total_s = time.perf_counter() - t_start
         stats.new_tokens = len(new)
         self.stats = stats
         return new
 
-    def _round(self, context: list[int], draft_seen: int, fixed: list[torch.Tensor], filters: Filters,
-               offset: int, stats: GenerateStats) -> list[int]:
-        """K draft steps, one fused target verify step; returns the emitted tokens. The first
-        draft step also feeds the draft what it has not seen of the context (at most one token
-        before the last: its own K-th draft, when the last round accepted all of them)."""
-        k = self.k
+    def _decode_step(self, context: list[int], fixed, filters: Filters, offset: int, stats: GenerateStats) -> int:
+        """One token from the target alone, at Philox offset ``offset``."""
+        t0 = time.perf_counter()
+        token = self._target_decode(context[-1], len(context) - 1, self._call_inputs(fixed, filters, context, offset))
+        stats.target_s += time.perf_counter() - t0
+        return token
+
+    def _round(self, context: list[int], fixed: list[torch.Tensor], filters: Filters, state: _Round,
+               stats: GenerateStats, lookup: PromptLookup) -> list[int]:
+        """One round: proposals from the drafter (prompt lookup's when it serves the round, the
+        draft model's otherwise), one fused verify step; returns the emitted tokens. A round
+        proposing K tokens takes Philox offsets offset..offset+K (draft steps, then the verify)."""
+        d = self.drafting
+        proposal = lookup.propose(state.lookup_k.next() if d.adaptive_k else self.k) if d.drafter != "model" else None
+        if d.drafter == "lookup" or (d.drafter == "hybrid" and proposal.ngram >= d.min_match):
+            if not proposal.tokens:  # nothing to verify: the target decodes one token
+                stats.plain_steps += 1
+                state.offset += 1
+                return [self._decode_step(context, fixed, filters, state.offset - 1, stats)]
+            k = len(proposal.tokens)
+            rows = None
+            if float(fixed[0]) != 0.0:  # a point mass on each proposal: the draft-free rule, exactly
+                rows = torch.full((1, k, self.vocab_size), float("-inf"))
+                rows[0, torch.arange(k), torch.tensor(proposal.tokens)] = 0.0
+            emitted = self._verify(context, proposal.tokens, rows, fixed, filters, state.offset + k, stats)
+            state.lookup_k.record(k, len(emitted) - 1)
+            stats.lookup_rounds += 1
+            stats.lookup_proposed += k
+            stats.lookup_accepted += len(emitted) - 1
+            state.offset += k + 1
+            return emitted  # the draft's cache is left behind; it catches up when it next drafts
+        k = state.model_k.next() if d.adaptive_k else self.k
+        drafted, rows = self._draft(context, fixed, filters, state, k, stats)
+        emitted = self._verify(context, drafted, rows, fixed, filters, state.offset + k, stats)
+        state.model_k.record(k, len(emitted) - 1)
+        stats.model_rounds += 1
+        stats.model_proposed += k
+        stats.model_accepted += len(emitted) - 1
+        # The draft saw the context and its drafts up to the K-th, which it only proposed.
         pos = len(context) - 1
+        state.draft_seen = min(pos + len(emitted), pos + k)
+        state.offset += k + 1
+        return emitted
+
+    def _draft(self, context: list[int], fixed, filters: Filters, state: _Round, k: int, stats: GenerateStats):
+        """``k`` draft-model steps at Philox offsets state.offset..: (tokens, their logits rows
+        [1, k, V] when sampling, else None). The first step also feeds the draft what it has not
+        seen of the context."""
+        t0 = time.perf_counter()
+        pos = len(context) - 1
+        if len(context) - state.draft_seen > DRAFT_STEP_TOKENS:  # behind after lookup rounds
+            self._prefill(self.draft["prefill"], context, state.draft_seen, pos)
+            state.draft_seen = pos
         drafted: list[int] = []
         rows = []
         sampled = float(fixed[0]) != 0.0  # greedy verification reads no draft row (the tokens decide)
-        t0 = time.perf_counter()
         for i in range(k):
-            step = context[draft_seen:] if i == 0 else drafted[-1:]
+            step = context[state.draft_seen:] if i == 0 else drafted[-1:]
             nxt, logits = self.draft["draft_step"].execute(
                 [torch.tensor([step]), torch.tensor([pos + i - len(step) + 1]),
-                 *self._call_inputs(fixed, filters, context + drafted, offset + i)])
+                 *self._call_inputs(fixed, filters, context + drafted, state.offset + i)])
             drafted.append(int(nxt[0]))
-            rows.append(logits if sampled else None)
-        t1 = time.perf_counter()
-        tokens = torch.tensor([[context[-1]] + drafted])
-        draft_logits = torch.stack(rows, 1) if sampled else torch.empty(1, k, self.vocab_size)
-        accept_len, out = self._target_verify(tokens, pos, draft_logits,
-                                              self._call_inputs(fixed, filters, context, offset + k))
-        t2 = time.perf_counter()
+            rows.append(logits)
+        stats.draft_s += time.perf_counter() - t0
+        return drafted, torch.stack(rows, 1) if sampled else None
+
+    def _verify(self, context: list[int], proposed: list[int], rows, fixed, filters: Filters, offset: int,
+                stats: GenerateStats) -> list[int]:
+        """The fused verify step over the last token and ``proposed`` (``rows``: their draft
+        logits, None when greedy), at Philox offset ``offset``: the accepted prefix and one more."""
+        t0 = time.perf_counter()
+        k = len(proposed)
+        rows = torch.empty(1, k, self.vocab_size) if rows is None else rows
+        accept_len, out = self._target_verify(torch.tensor([[context[-1]] + proposed]), len(context) - 1, rows,
+                                              self._call_inputs(fixed, filters, context, offset))
         n = int(accept_len[0])
-        stats.draft_s += t1 - t0
-        stats.target_s += t2 - t1
+        stats.target_s += time.perf_counter() - t0
         stats.rounds += 1
         stats.proposed += k
         stats.accepted += n
         stats.accepted_hist[n] += 1
         return out[0, :n + 1].tolist()
+
+
+@dataclass
+class _Round:
+    """Where the loop stands between rounds: the next Philox offset, how much of the context the
+    draft's cache holds, and adaptive K's evidence per drafter."""
+
+    offset: int
+    draft_seen: int
+    model_k: AdaptiveK
+    lookup_k: AdaptiveK

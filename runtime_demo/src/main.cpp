@@ -19,9 +19,13 @@
 namespace {
 
 const char kUsage[] =
-    "usage: spec-edge-run --model-dir DIR (--prompt TEXT | --prompt-ids ID,ID,...) [--max-new N] [--k K]\n"
+    "usage: spec-edge-run --model-dir DIR (--prompt TEXT | --prompt-ids ID,ID,...) [--max-new N] [--k-max K]\n"
+    "                     [--drafter model|lookup|hybrid] [--adaptive-k] [--min-ngram N --max-ngram N --min-match N]\n"
     "                     [--temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S]\n"
     "                     [--eos ID] [--no-spec] [--stats-json FILE] [--verbose]\n"
+    "--k-max (or --k): proposals per round, the most per round with --adaptive-k (default: the exported K)\n"
+    "--drafter: the draft model (default), prompt lookup (n-grams of prompt and output; no draft.pte\n"
+    "    needed), or hybrid: lookup when its match has --min-match tokens, the draft model otherwise\n"
     "--verbose also prints ExecuTorch's info messages (its errors are always printed)\n";
 
 [[noreturn]] void fail(const std::string& message, int code = 2) {
@@ -87,6 +91,7 @@ int main(int argc, char** argv) {
   std::optional<int> k;  // none: the exported K
   bool speculative = true, verbose = false;
   spec_edge::runner::Sampling sampling;
+  spec_edge::runner::Drafting drafting;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
@@ -101,13 +106,27 @@ int main(int argc, char** argv) {
       verbose = true;
       continue;
     }
+    if (flag == "--adaptive-k") {
+      drafting.adaptive_k = true;
+      continue;
+    }
     if (i + 1 >= argc) fail(flag + ": expected a value\n" + kUsage);
     const char* value = argv[++i];
     if (flag == "--model-dir") model_dir = value;
     else if (flag == "--prompt-ids") prompt = ids(value);
     else if (flag == "--prompt") text = value, have_text = true;
     else if (flag == "--max-new") max_new = integer("--max-new", value, 0);
-    else if (flag == "--k") k = static_cast<int>(integer("--k", value, INT32_MIN, INT32_MAX));
+    else if (flag == "--k" || flag == "--k-max") k = static_cast<int>(integer(flag.c_str(), value, INT32_MIN, INT32_MAX));
+    else if (flag == "--drafter") {
+      try {
+        drafting.drafter = spec_edge::runner::parse_drafter(value);
+      } catch (const std::invalid_argument& e) {
+        fail(std::string("--") + e.what());
+      }
+    }
+    else if (flag == "--min-ngram") drafting.min_ngram = static_cast<int>(integer("--min-ngram", value, 1, 64));
+    else if (flag == "--max-ngram") drafting.max_ngram = static_cast<int>(integer("--max-ngram", value, 1, 64));
+    else if (flag == "--min-match") drafting.min_match = static_cast<int>(integer("--min-match", value, 1, 64));
     else if (flag == "--temperature") sampling.temperature = number("--temperature", value);
     else if (flag == "--top-k") sampling.top_k = integer("--top-k", value, 0);
     else if (flag == "--top-p") sampling.top_p = number("--top-p", value);
@@ -122,7 +141,7 @@ int main(int argc, char** argv) {
   if (have_text == !prompt.empty()) fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
   spec_edge::runner::show_executorch_info(verbose);
   try {
-    auto runner = spec_edge::runner::Runner::load(model_dir, k);
+    auto runner = spec_edge::runner::Runner::load(model_dir, k, drafting);
     std::unique_ptr<spec_edge::runner::Tokenizer> tokenizer;
     if (have_text) {  // text in, text out, with the model directory's tokenizer
       tokenizer = std::make_unique<spec_edge::runner::Tokenizer>(
@@ -154,12 +173,22 @@ int main(int argc, char** argv) {
       const double decode = s.total_s - s.prefill_s;
       std::fprintf(stderr, "\ntime split: draft %.0f%%, target verify %.0f%%, loop %.0f%%\n",
                    100 * s.draft_s / decode, 100 * s.target_s / decode, 100 * (decode - s.draft_s - s.target_s) / decode);
+      if (drafting.drafter != spec_edge::runner::Drafter::kModel)
+        std::fprintf(stderr, "draft model: %lld rounds, %lld/%lld accepted; lookup: %lld rounds, %lld/%lld accepted; "
+                     "target alone: %lld steps\n", static_cast<long long>(s.model_rounds),
+                     static_cast<long long>(s.model_accepted), static_cast<long long>(s.model_proposed),
+                     static_cast<long long>(s.lookup_rounds), static_cast<long long>(s.lookup_accepted),
+                     static_cast<long long>(s.lookup_proposed), static_cast<long long>(s.plain_steps));
     }
     if (!stats_json.empty()) {
       nlohmann::json j = {{"new_tokens", s.new_tokens}, {"rounds", s.rounds},     {"proposed", s.proposed},
                           {"accepted", s.accepted},     {"accepted_hist", s.accepted_hist},
                           {"prefill_s", s.prefill_s},   {"draft_s", s.draft_s}, {"target_s", s.target_s},
-                          {"total_s", s.total_s},       {"tokens_per_s", s.tokens_per_s()}};
+                          {"total_s", s.total_s},       {"tokens_per_s", s.tokens_per_s()},
+                          {"model_rounds", s.model_rounds}, {"model_proposed", s.model_proposed},
+                          {"model_accepted", s.model_accepted}, {"lookup_rounds", s.lookup_rounds},
+                          {"lookup_proposed", s.lookup_proposed}, {"lookup_accepted", s.lookup_accepted},
+                          {"plain_steps", s.plain_steps}};
       std::ofstream out(stats_json);
       if (!(out << j.dump(2) << "\n")) fail("--stats-json: cannot write " + stats_json, 1);
     }

@@ -8,6 +8,7 @@
 
 namespace py = pybind11;
 using spec_edge::runner::ArgumentError;
+using spec_edge::runner::Drafting;
 using spec_edge::runner::Runner;
 using spec_edge::runner::RunnerError;
 using spec_edge::runner::Sampling;
@@ -32,8 +33,21 @@ PYBIND11_MODULE(_runner_ext, m) {
   });
 
   py::class_<Runner, std::unique_ptr<Runner>>(m, "Runner")
-      .def(py::init([](const std::string& model_dir, std::optional<int> k) { return Runner::load(model_dir, k); }),
-           py::arg("model_dir"), py::arg("k"), py::call_guard<py::gil_scoped_release>())
+      .def(py::init([](const std::string& model_dir, std::optional<int> k, const std::string& drafter, bool adaptive_k,
+                       int min_ngram, int max_ngram, int min_match, double draft_step_cost, double verify_row_cost) {
+             Drafting d;
+             try {
+               d.drafter = spec_edge::runner::parse_drafter(drafter);
+             } catch (const std::invalid_argument& e) {
+               throw ArgumentError(e.what());
+             }
+             d.adaptive_k = adaptive_k, d.min_ngram = min_ngram, d.max_ngram = max_ngram, d.min_match = min_match;
+             d.draft_step_cost = draft_step_cost, d.verify_row_cost = verify_row_cost;
+             return Runner::load(model_dir, k, d);
+           }),
+           py::arg("model_dir"), py::arg("k"), py::arg("drafter"), py::arg("adaptive_k"), py::arg("min_ngram"),
+           py::arg("max_ngram"), py::arg("min_match"), py::arg("draft_step_cost"), py::arg("verify_row_cost"),
+           py::call_guard<py::gil_scoped_release>())
       .def(
           "generate",
           [](Runner& runner, const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& sampling,
@@ -57,7 +71,10 @@ PYBIND11_MODULE(_runner_ext, m) {
                              py::arg("proposed") = s.proposed, py::arg("accepted") = s.accepted,
                              py::arg("accepted_hist") = s.accepted_hist, py::arg("prefill_s") = s.prefill_s,
                              py::arg("draft_s") = s.draft_s, py::arg("target_s") = s.target_s,
-                             py::arg("total_s") = s.total_s);
+                             py::arg("total_s") = s.total_s, py::arg("model_rounds") = s.model_rounds,
+                             py::arg("model_proposed") = s.model_proposed, py::arg("model_accepted") = s.model_accepted,
+                             py::arg("lookup_rounds") = s.lookup_rounds, py::arg("lookup_proposed") = s.lookup_proposed,
+                             py::arg("lookup_accepted") = s.lookup_accepted, py::arg("plain_steps") = s.plain_steps);
            })
       .def_property_readonly("k", &Runner::k)
       .def_property_readonly("max_k", &Runner::max_k)
@@ -83,6 +100,19 @@ PYBIND11_MODULE(_runner_ext, m) {
            py::keep_alive<1, 2>())
       .def("push", [](TextStream& s, const std::vector<int64_t>& ids) { return py::bytes(s.push(ids)); })
       .def("finish", [](TextStream& s) { return py::bytes(s.finish()); });
+
+  // The drafting decisions alone (drafting.h), for the tests that hold them to spec_edge.drafters'.
+  py::class_<spec_edge::runner::PromptLookup>(m, "PromptLookup")
+      .def(py::init<int, int>(), py::arg("min_ngram"), py::arg("max_ngram"))
+      .def("extend", &spec_edge::runner::PromptLookup::extend, py::arg("tokens"))
+      .def("propose", [](const spec_edge::runner::PromptLookup& l, int k) {
+        auto p = l.propose(k);
+        return py::make_tuple(p.ngram, p.tokens);
+      }, py::arg("k"));
+  py::class_<spec_edge::runner::AdaptiveK>(m, "AdaptiveK")
+      .def(py::init<int, double>(), py::arg("k_max"), py::arg("step_cost"))
+      .def("next", &spec_edge::runner::AdaptiveK::next)
+      .def("record", &spec_edge::runner::AdaptiveK::record, py::arg("proposed"), py::arg("accepted"));
 
   py::class_<Sampling>(m, "Sampling")
       .def(py::init([](float temperature, int64_t top_k, float top_p, float min_p, float repetition_penalty,

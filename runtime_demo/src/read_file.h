@@ -15,6 +15,8 @@ inline std::ifstream open_file(const std::string& path, const std::string& neede
   return in;
 }
 
+inline bool file_exists(const std::string& path) { return static_cast<bool>(std::ifstream(path, std::ios::binary)); }
+
 inline std::string read_file(const std::string& path, const std::string& needed_for) {
   std::ifstream in = open_file(path, needed_for);
   std::ostringstream s;

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include <executorch/extension/module/module.h>
@@ -110,9 +112,30 @@ TensorPtr int64s(std::vector<int64_t> values, std::vector<executorch::aten::Size
 }
 TensorPtr float1(float v) { return make_tensor_ptr({1}, std::vector<float>{v}); }
 
+// The draft step's tokens: its last one, after the draft's own K-th when all were accepted
+// (spec_edge.export.DRAFT_STEP_TOKENS). A draft further behind catches up through its prefill.
+constexpr size_t kDraftStepTokens = 2;
+constexpr int kMaxNgram = 64;
+
+const Drafting& checked(const Drafting& d) {
+  if (d.min_ngram < 1 || d.max_ngram < d.min_ngram || d.max_ngram > kMaxNgram)
+    throw ArgumentError("min_ngram, max_ngram: expected 1 <= min_ngram <= max_ngram <= " + std::to_string(kMaxNgram) +
+                        ", got " + std::to_string(d.min_ngram) + ", " + std::to_string(d.max_ngram));
+  if (d.drafter == Drafter::kHybrid && (d.min_match < d.min_ngram || d.min_match > d.max_ngram))
+    throw ArgumentError("min_match: expected min_ngram <= min_match <= max_ngram (" + std::to_string(d.min_ngram) +
+                        ".." + std::to_string(d.max_ngram) + "), got " + std::to_string(d.min_match));
+  for (const auto& [name, cost] : {std::pair<const char*, double>{"draft_step_cost", d.draft_step_cost},
+                                   std::pair<const char*, double>{"verify_row_cost", d.verify_row_cost}})
+    if (!std::isfinite(cost) || cost < 0 || cost > 1e6)
+      throw ArgumentError(std::string(name) + ": expected a cost in [0, 1e6] target decode steps, got " +
+                          std::to_string(cost));
+  return d;
+}
+
 class ModuleRunner final : public Runner {
  public:
-  ModuleRunner(const std::string& dir, std::optional<int> k) : dir_(dir) {
+  ModuleRunner(const std::string& dir, std::optional<int> k, const Drafting& drafting)
+      : dir_(dir), drafting_(checked(drafting)), lookup_(drafting.min_ngram, drafting.max_ngram) {
     nlohmann::json manifest;
     const std::string manifest_path = dir + "/manifest.json";
     try {
@@ -135,16 +158,21 @@ class ModuleRunner final : public Runner {
     if (k_ < 1 || k_ > max_k_)
       throw RunnerError("k: the programs were exported for K up to " + std::to_string(max_k_) + ", got k=" +
                         std::to_string(k_));
+    const bool model_drafts = drafting.drafter != Drafter::kLookup;
+    if (model_drafts && !file_exists(dir + "/draft.pte"))
+      throw RunnerError(dir + "/draft.pte: not found; drafter " + drafter_name(drafting.drafter) +
+                        " needs the draft model (drafter lookup runs on target.pte alone)");
     try {
-      check_hash(manifest, manifest_path, dir, "draft.pte");
+      if (model_drafts) check_hash(manifest, manifest_path, dir, "draft.pte");
       check_hash(manifest, manifest_path, dir, "target.pte");
     } catch (const nlohmann::json::exception& e) {
       throw RunnerError(malformed(manifest_path, e.what()));
     }
-    draft_ = load_program(dir + "/draft.pte", {"prefill", "draft_step"});
+    if (model_drafts) draft_ = load_program(dir + "/draft.pte", {"prefill", "draft_step"});
     target_ = load_program(dir + "/target.pte", {"prefill", "decode_step", "verify"});
-    for (const auto& [program, name] : {std::pair<Module*, const char*>{draft_.get(), "draft.pte"},
-                                        std::pair<Module*, const char*>{target_.get(), "target.pte"}}) {
+    std::vector<std::pair<Module*, const char*>> loaded = {{target_.get(), "target.pte"}};
+    if (draft_) loaded.emplace_back(draft_.get(), "draft.pte");
+    for (const auto& [program, name] : loaded) {
       const std::string path = dir + "/" + name;
       for (const auto& [op, version] : kOpVersions) {
         const int64_t built = constant(*program, path, "spec_edge_op_version_" + op.substr(op.find("::") + 2));
@@ -168,26 +196,22 @@ class ModuleRunner final : public Runner {
     stats_ = Stats{};
     stats_.accepted_hist.assign(k_ + 1, 0);
     std::vector<int64_t> context = prompt;
-    prefill(*target_, prompt);
-    if (speculative) prefill(*draft_, prompt);
+    const int64_t prompt_end = static_cast<int64_t>(prompt.size()) - 1;  // the last token goes with the first step
+    prefill(*target_, prompt, 0, prompt_end);
+    if (speculative && draft_) prefill(*draft_, prompt, 0, prompt_end);
+    lookup_.clear();
+    lookup_.extend(prompt);
+    Round r{0, prompt_end, AdaptiveK(k_, drafting_.verify_row_cost + drafting_.draft_step_cost),
+            AdaptiveK(k_, drafting_.verify_row_cost)};
     stats_.prefill_s = seconds_since(t_start);
-    int64_t offset = 0, draft_seen = static_cast<int64_t>(prompt.size()) - 1;
     std::vector<int64_t> out;
     while (static_cast<int64_t>(out.size()) < max_new && !stop_requested_.load()) {
-      const int64_t pos = static_cast<int64_t>(context.size()) - 1;  // the last token is not in the caches yet
       std::vector<int64_t> emitted;
       if (!speculative) {
-        const auto t0 = std::chrono::steady_clock::now();
-        auto r = call(*target_, "decode_step",
-                      with_sampling({int64s({context.back()}, {1, 1}), int64s({pos}, {1})}, s, context, offset));
-        stats_.target_s += seconds_since(t0);
-        emitted.push_back(r[0].toTensor().const_data_ptr<int64_t>()[0]);
-        offset += 1;
+        emitted = {decode_step(context, s, r.offset)};
+        r.offset += 1;
       } else {
-        emitted = round(context, draft_seen, s, offset);
-        offset += k_ + 1;
-        // The draft saw the context and its drafts up to the K-th, which it only proposed.
-        draft_seen = std::min(pos + static_cast<int64_t>(emitted.size()), pos + k_);
+        emitted = round(context, s, r);
       }
       if (static_cast<int64_t>(emitted.size()) > max_new - static_cast<int64_t>(out.size()))
         emitted.resize(max_new - out.size());
@@ -196,6 +220,7 @@ class ModuleRunner final : public Runner {
       if (at_eos) emitted.erase(stop + 1, emitted.end());
       out.insert(out.end(), emitted.begin(), emitted.end());
       context.insert(context.end(), emitted.begin(), emitted.end());
+      lookup_.extend(emitted);
       if (on_tokens) on_tokens(emitted);
       if (at_eos) break;
     }
@@ -233,11 +258,11 @@ class ModuleRunner final : public Runner {
     if (!status.is_ok()) throw ArgumentError(status.message());
   }
 
-  void prefill(Module& program, const std::vector<int64_t>& prompt) {
-    const int64_t n = static_cast<int64_t>(prompt.size()) - 1;  // the last token goes with the first step
-    for (int64_t at = 0; at < n; at += chunk_) {
-      const int64_t len = std::min(chunk_, n - at);
-      std::vector<int64_t> chunk(prompt.begin() + at, prompt.begin() + at + len);
+  // tokens[begin, end) into the program's cache at their positions, a chunk at a time.
+  void prefill(Module& program, const std::vector<int64_t>& tokens, int64_t begin, int64_t end) {
+    for (int64_t at = begin; at < end; at += chunk_) {
+      const int64_t len = std::min(chunk_, end - at);
+      std::vector<int64_t> chunk(tokens.begin() + at, tokens.begin() + at + len);
       call(program, "prefill", {int64s(std::move(chunk), {1, static_cast<int>(len)}), int64s({at}, {1})});
     }
   }
@@ -255,37 +280,108 @@ class ModuleRunner final : public Runner {
     return inputs;
   }
 
-  std::vector<int64_t> round(const std::vector<int64_t>& context, int64_t draft_seen, const Sampling& s, int64_t offset) {
+  // Where the loop stands between rounds: the next Philox offset, how much of the context the
+  // draft's cache holds, and adaptive K's evidence per drafter.
+  struct Round {
+    int64_t offset, draft_seen;
+    AdaptiveK model_k, lookup_k;
+  };
+
+  // One token from the target alone, at Philox offset `offset`.
+  int64_t decode_step(const std::vector<int64_t>& context, const Sampling& s, int64_t offset) {
+    const int64_t pos = static_cast<int64_t>(context.size()) - 1;  // the last token is not in the caches yet
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = call(*target_, "decode_step",
+                  with_sampling({int64s({context.back()}, {1, 1}), int64s({pos}, {1})}, s, context, offset));
+    stats_.target_s += seconds_since(t0);
+    return r[0].toTensor().const_data_ptr<int64_t>()[0];
+  }
+
+  // One round: proposals from the drafter (prompt lookup's when it serves the round, the draft
+  // model's otherwise), one fused verify step; returns the emitted tokens. A round proposing K
+  // tokens takes Philox offsets offset..offset+K (draft steps, then the verify step).
+  std::vector<int64_t> round(const std::vector<int64_t>& context, const Sampling& s, Round& r) {
+    const Drafter d = drafting_.drafter;
+    PromptLookup::Proposal lookup;
+    if (d != Drafter::kModel) lookup = lookup_.propose(drafting_.adaptive_k ? r.lookup_k.next() : k_);
+    if (d == Drafter::kLookup || (d == Drafter::kHybrid && lookup.ngram >= drafting_.min_match)) {
+      if (lookup.tokens.empty()) {  // nothing to verify: the target decodes one token
+        stats_.plain_steps += 1;
+        return {decode_step(context, s, r.offset++)};
+      }
+      const int k = static_cast<int>(lookup.tokens.size());
+      if (s.temperature != 0.0f)  // a point mass on each proposal: the draft-free rule, exactly
+        for (int i = 0; i < k; ++i) {
+          float* row = draft_rows_.data() + i * vocab_;
+          std::fill(row, row + vocab_, -std::numeric_limits<float>::infinity());
+          row[lookup.tokens[i]] = 0.0f;
+        }
+      std::vector<int64_t> emitted = verify(context, lookup.tokens, s, r.offset + k);
+      const int accepted = static_cast<int>(emitted.size()) - 1;
+      r.lookup_k.record(k, accepted);
+      stats_.lookup_rounds += 1, stats_.lookup_proposed += k, stats_.lookup_accepted += accepted;
+      r.offset += k + 1;
+      return emitted;  // the draft's cache is left behind; it catches up when it next drafts
+    }
+    const int k = drafting_.adaptive_k ? r.model_k.next() : k_;
+    const std::vector<int64_t> drafted = draft(context, s, r, k);
+    std::vector<int64_t> emitted = verify(context, drafted, s, r.offset + k);
+    const int accepted = static_cast<int>(emitted.size()) - 1;
+    r.model_k.record(k, accepted);
+    stats_.model_rounds += 1, stats_.model_proposed += k, stats_.model_accepted += accepted;
+    // The draft saw the context and its drafts up to the K-th, which it only proposed.
     const int64_t pos = static_cast<int64_t>(context.size()) - 1;
+    r.draft_seen = std::min(pos + static_cast<int64_t>(emitted.size()), pos + k);
+    r.offset += k + 1;
+    return emitted;
+  }
+
+  // k draft-model steps at Philox offsets r.offset.. (their logits rows into draft_rows_ when
+  // sampling). The first step also feeds the draft what it has not seen of the context.
+  std::vector<int64_t> draft(const std::vector<int64_t>& context, const Sampling& s, Round& r, int k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t pos = static_cast<int64_t>(context.size()) - 1;
+    if (context.size() - r.draft_seen > kDraftStepTokens) {  // behind after lookup rounds
+      prefill(*draft_, context, r.draft_seen, pos);
+      r.draft_seen = pos;
+    }
     std::vector<int64_t> drafted, seen = context;
     // Greedy verification reads no draft row (the tokens decide): only sampling copies them out.
     const bool sampled = s.temperature != 0.0f;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < k_; ++i) {
-      std::vector<int64_t> step = i == 0 ? std::vector<int64_t>(context.begin() + draft_seen, context.end())
+    for (int i = 0; i < k; ++i) {
+      std::vector<int64_t> step = i == 0 ? std::vector<int64_t>(context.begin() + r.draft_seen, context.end())
                                          : std::vector<int64_t>{drafted.back()};
       const int64_t at = pos + i - static_cast<int64_t>(step.size()) + 1;
       const int len = static_cast<int>(step.size());
-      auto r = call(*draft_, "draft_step", with_sampling({int64s(std::move(step), {1, len}), int64s({at}, {1})}, s, seen,
-                                                         offset + i));
-      drafted.push_back(r[0].toTensor().const_data_ptr<int64_t>()[0]);
+      auto out = call(*draft_, "draft_step",
+                      with_sampling({int64s(std::move(step), {1, len}), int64s({at}, {1})}, s, seen, r.offset + i));
+      drafted.push_back(out[0].toTensor().const_data_ptr<int64_t>()[0]);
       seen.push_back(drafted.back());
       if (sampled)
-        std::memcpy(draft_rows_.data() + i * vocab_, r[1].toTensor().const_data_ptr<float>(), sizeof(float) * vocab_);
+        std::memcpy(draft_rows_.data() + i * vocab_, out[1].toTensor().const_data_ptr<float>(), sizeof(float) * vocab_);
     }
-    const auto t1 = std::chrono::steady_clock::now();
+    stats_.draft_s += seconds_since(t0);
+    return drafted;
+  }
+
+  // The fused verify step over the last token and `proposed` (their draft rows in draft_rows_),
+  // at Philox offset `offset`: the accepted prefix and one more token.
+  std::vector<int64_t> verify(const std::vector<int64_t>& context, const std::vector<int64_t>& proposed,
+                              const Sampling& s, int64_t offset) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int k = static_cast<int>(proposed.size());
     std::vector<int64_t> tokens = {context.back()};
-    tokens.insert(tokens.end(), drafted.begin(), drafted.end());
+    tokens.insert(tokens.end(), proposed.begin(), proposed.end());
     auto r = call(*target_, "verify",
-                  with_sampling({int64s(std::move(tokens), {1, k_ + 1}), int64s({pos}, {1}),
-                                 from_blob(draft_rows_.data(), {1, k_, static_cast<int>(vocab_)})},
-                                s, context, offset + k_));
+                  with_sampling({int64s(std::move(tokens), {1, k + 1}),
+                                 int64s({static_cast<int64_t>(context.size()) - 1}, {1}),
+                                 from_blob(draft_rows_.data(), {1, k, static_cast<int>(vocab_)})},
+                                s, context, offset));
     const int64_t n = r[0].toTensor().const_data_ptr<int64_t>()[0];
     const int64_t* out = r[1].toTensor().const_data_ptr<int64_t>();
-    stats_.draft_s += std::chrono::duration<double>(t1 - t0).count();
-    stats_.target_s += seconds_since(t1);
+    stats_.target_s += seconds_since(t0);
     stats_.rounds += 1;
-    stats_.proposed += k_;
+    stats_.proposed += k;
     stats_.accepted += n;
     stats_.accepted_hist[n] += 1;
     return std::vector<int64_t>(out, out + n + 1);
@@ -294,7 +390,9 @@ class ModuleRunner final : public Runner {
   std::string dir_;
   int64_t vocab_ = 0, context_ = 0, chunk_ = 0;
   int max_k_ = 0, k_ = 0;
-  std::unique_ptr<Module> draft_, target_;
+  Drafting drafting_;
+  PromptLookup lookup_;                // the context so far, indexed
+  std::unique_ptr<Module> draft_, target_;  // no draft_ for the lookup drafter
   std::vector<float> draft_rows_;  // a round's draft logits [K, V], the verify step's input
   Stats stats_;
   std::atomic<bool> stop_requested_{false};
@@ -309,8 +407,8 @@ double Stats::tokens_per_s() const {
 
 double Stats::acceptance_rate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
 
-std::unique_ptr<Runner> Runner::load(const std::string& model_dir, std::optional<int> k) {
-  return std::make_unique<ModuleRunner>(model_dir, k);
+std::unique_ptr<Runner> Runner::load(const std::string& model_dir, std::optional<int> k, const Drafting& drafting) {
+  return std::make_unique<ModuleRunner>(model_dir, k, drafting);
 }
 
 namespace {

@@ -8,6 +8,7 @@ import java.util.Random;
 import java.util.TreeMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicReference;
+import org.specedge.DraftingConfig;
 import org.specedge.GenerationStats;
 import org.specedge.SamplingConfig;
 import org.specedge.SpeculativeRunner;
@@ -16,7 +17,7 @@ import org.specedge.TokenCallback;
 /**
  * Drives org.specedge's API for tests/test_android.py, on a desktop JVM or an arm64 one under
  * qemu; prints what the test compares with spec-edge-run. Modes:
- *   tokens DIR K MAX_NEW SPECULATIVE TEMPERATURE TOP_K TOP_P MIN_P PENALTY SEED ID,ID,...
+ *   tokens DIR K MAX_NEW SPECULATIVE TEMPERATURE TOP_K TOP_P MIN_P PENALTY SEED ID,ID,... [DRAFTER ADAPTIVE]
  *   text DIR MAX_NEW PROMPT
  *   control DIR        (stop, close, concurrency, callback exceptions)
  *   errors DIR         (bad input: one line per case, the exception and its message)
@@ -56,7 +57,9 @@ public final class ApiDriver {
     SamplingConfig sampling = SamplingConfig.builder().temperature(Float.parseFloat(a[5]))
         .topK(Integer.parseInt(a[6])).topP(Float.parseFloat(a[7])).minP(Float.parseFloat(a[8]))
         .repetitionPenalty(Float.parseFloat(a[9])).seed(Long.parseLong(a[10])).build();
-    try (SpeculativeRunner runner = new SpeculativeRunner(a[1], Integer.parseInt(a[2]))) {
+    DraftingConfig drafting = a.length > 12
+        ? DraftingConfig.builder().drafter(a[12]).adaptiveK(a[13].equals("1")).build() : DraftingConfig.model();
+    try (SpeculativeRunner runner = new SpeculativeRunner(a[1], Integer.parseInt(a[2]), drafting)) {
       List<Long> streamed = new ArrayList<>();
       int[] calls = {0};
       long[] out = runner.generate(ids(a[11]), Integer.parseInt(a[3]), sampling, a[4].equals("1"), -1,
@@ -70,9 +73,12 @@ public final class ApiDriver {
       for (int i = 0; i < flat.length; ++i) flat[i] = streamed.get(i);
       System.out.println(join(flat));
       System.out.printf("k=%d max_k=%d vocab=%d context=%d callbacks=%d new_tokens=%d rounds=%d accepted=%d"
-          + " proposed=%d hist=%s draft_s=%s target_s=%s%n", runner.getK(), runner.getMaxK(), runner.getVocabSize(),
-          runner.getMaxContextLength(), calls[0], s.newTokens, s.rounds, s.accepted, s.proposed,
-          join(s.acceptedHistogram()).replace(" ", ","), s.draftSeconds > 0, s.targetSeconds > 0);
+          + " proposed=%d hist=%s draft_s=%s target_s=%s model_rounds=%d model_proposed=%d model_accepted=%d"
+          + " lookup_rounds=%d lookup_proposed=%d lookup_accepted=%d plain_steps=%d%n", runner.getK(),
+          runner.getMaxK(), runner.getVocabSize(), runner.getMaxContextLength(), calls[0], s.newTokens, s.rounds,
+          s.accepted, s.proposed, join(s.acceptedHistogram()).replace(" ", ","), s.draftSeconds > 0,
+          s.targetSeconds > 0, s.modelRounds, s.modelProposed, s.modelAccepted, s.lookupRounds, s.lookupProposed,
+          s.lookupAccepted, s.plainSteps);
     }
   }
 
@@ -262,6 +268,13 @@ public final class ApiDriver {
     attempt("missing_dir", () -> new SpeculativeRunner(dir + "/missing"));
     attempt("k_too_big", () -> new SpeculativeRunner(dir, 99));
     attempt("k_negative", () -> new SpeculativeRunner(dir, -1));
+    attempt("drafter", () -> new SpeculativeRunner(dir, 0, DraftingConfig.builder().drafter("ngram").build()));
+    attempt("drafter_null", () -> new SpeculativeRunner(dir, 0, DraftingConfig.builder().drafter(null).build()));
+    attempt("ngrams", () -> new SpeculativeRunner(dir, 0, DraftingConfig.builder().drafter("lookup").ngrams(3, 2)
+        .build()));
+    attempt("min_match", () -> new SpeculativeRunner(dir, 0, DraftingConfig.builder().drafter("hybrid").minMatch(7)
+        .build()));
+    attempt("costs", () -> new SpeculativeRunner(dir, 0, DraftingConfig.builder().costs(Double.NaN, 0.1).build()));
     try (SpeculativeRunner r = new SpeculativeRunner(dir)) {
       attempt("null_prompt", () -> r.generate(null, 4, greedy, true, -1, null));
       attempt("null_sampling", () -> r.generate(prompt, 4, null, true, -1, null));

@@ -1,5 +1,6 @@
 // The speculative loop over draft.pte + target.pte on ExecuTorch's Module API, without Python:
-// what runs on the device. Token for token the loop of spec_edge.runtime.PteSpeculativeDecoder
+// what runs on the device. Proposals come from the draft model, prompt lookup or both
+// (drafting.h). Token for token the loop of spec_edge.runtime.PteSpeculativeDecoder
 // (same prefill chunks, draft catch-up, Philox offsets and sampling inputs), so the two agree.
 #pragma once
 
@@ -10,6 +11,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "spec_edge/drafting.h"
 
 namespace spec_edge::runner {
 
@@ -38,7 +41,11 @@ struct Sampling {
 // What one generate call did, and where the time went.
 struct Stats {
   int64_t new_tokens = 0, rounds = 0, proposed = 0, accepted = 0;
-  std::vector<int64_t> accepted_hist;  // rounds by accepted length 0..K
+  std::vector<int64_t> accepted_hist;  // verify rounds by accepted length 0..K
+  // By drafter: verify rounds served, tokens proposed and accepted; plain_steps: rounds in which
+  // prompt lookup had no proposal, decoded by the target alone (one token each).
+  int64_t model_rounds = 0, model_proposed = 0, model_accepted = 0;
+  int64_t lookup_rounds = 0, lookup_proposed = 0, lookup_accepted = 0, plain_steps = 0;
   double prefill_s = 0.0, draft_s = 0.0, target_s = 0.0, total_s = 0.0;
   double tokens_per_s() const;
   double acceptance_rate() const;
@@ -47,9 +54,10 @@ struct Stats {
 class Runner {
  public:
   // Loads model_dir (manifest.json, draft.pte, target.pte, written by export/export_pair.py) and
-  // checks the programs against the manifest. k: draft tokens per round, 1..the exported K
-  // (none: the exported K).
-  static std::unique_ptr<Runner> load(const std::string& model_dir, std::optional<int> k = std::nullopt);
+  // checks the programs against the manifest; the lookup drafter needs no draft.pte. k: proposals
+  // per round, 1..the exported K (none: the exported K); with adaptive K, the most per round.
+  static std::unique_ptr<Runner> load(const std::string& model_dir, std::optional<int> k = std::nullopt,
+                                      const Drafting& drafting = {});
   virtual ~Runner() = default;
 
   // Up to max_new token ids after prompt (fewer when one of the ids in eos is emitted: it is kept,

@@ -168,11 +168,20 @@ jlongArray java_ids(JNIEnv* env, const std::vector<int64_t>& values) {
 
 // ---- native methods of SpeculativeRunner ------------------------------------------------------
 
-jlong native_load(JNIEnv* env, jclass, jstring model_dir, jint k) {
+jlong native_load(JNIEnv* env, jclass, jstring model_dir, jint k, jstring drafter, jboolean adaptive_k, jint min_ngram,
+                  jint max_ngram, jint min_match, jdouble draft_step_cost, jdouble verify_row_cost) {
   return guarded<jlong>(env, 0, [&] {
     auto s = std::make_unique<Session>();
     s->model_dir = utf8(env, model_dir);
-    s->runner = Runner::load(s->model_dir, k > 0 ? std::optional<int>(k) : std::nullopt);
+    spec_edge::runner::Drafting d;
+    try {
+      d.drafter = spec_edge::runner::parse_drafter(utf8(env, drafter));
+    } catch (const std::invalid_argument& e) {
+      throw ArgumentError(e.what());
+    }
+    d.adaptive_k = adaptive_k, d.min_ngram = min_ngram, d.max_ngram = max_ngram, d.min_match = min_match;
+    d.draft_step_cost = draft_step_cost, d.verify_row_cost = verify_row_cost;
+    s->runner = Runner::load(s->model_dir, k > 0 ? std::optional<int>(k) : std::nullopt, d);
     return static_cast<jlong>(reinterpret_cast<intptr_t>(s.release()));
   });
 }
@@ -217,9 +226,12 @@ jobject native_stats(JNIEnv* env, jclass, jlong handle) {
   return guarded<jobject>(env, nullptr, [&] {
     const auto& st = session(handle).runner->stats();
     jlongArray hist = java_ids(env, st.accepted_hist);
+    jlongArray by_drafter = java_ids(env, {st.model_rounds, st.model_proposed, st.model_accepted, st.lookup_rounds,
+                                           st.lookup_proposed, st.lookup_accepted, st.plain_steps});
     return env->NewObject(g_refs.stats, g_refs.stats_init, static_cast<jlong>(st.new_tokens),
                           static_cast<jlong>(st.rounds), static_cast<jlong>(st.proposed),
-                          static_cast<jlong>(st.accepted), hist, st.prefill_s, st.draft_s, st.target_s, st.total_s);
+                          static_cast<jlong>(st.accepted), hist, st.prefill_s, st.draft_s, st.target_s, st.total_s,
+                          by_drafter);
   });
 }
 
@@ -259,11 +271,11 @@ extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM* vm, void*) {
   if (!runner || !exception || !stats || !callback) return JNI_ERR;  // NoClassDefFoundError pending
   g_refs.exception = static_cast<jclass>(env->NewGlobalRef(exception));
   g_refs.stats = static_cast<jclass>(env->NewGlobalRef(stats));
-  g_refs.stats_init = env->GetMethodID(stats, "<init>", "(JJJJ[JDDDD)V");
+  g_refs.stats_init = env->GetMethodID(stats, "<init>", "(JJJJ[JDDDD[J)V");
   g_refs.on_tokens = env->GetMethodID(callback, "onTokens", "([JLjava/lang/String;)V");
   if (!g_refs.stats_init || !g_refs.on_tokens) return JNI_ERR;
   const JNINativeMethod methods[] = {
-      {const_cast<char*>("nativeLoad"), const_cast<char*>("(Ljava/lang/String;I)J"),
+      {const_cast<char*>("nativeLoad"), const_cast<char*>("(Ljava/lang/String;ILjava/lang/String;ZIIIDD)J"),
        reinterpret_cast<void*>(native_load)},
       {const_cast<char*>("nativeDestroy"), const_cast<char*>("(J)V"), reinterpret_cast<void*>(native_destroy)},
       {const_cast<char*>("nativeGenerate"), const_cast<char*>("(J[JIFIFFFJZJLorg/specedge/TokenCallback;Z)[J"),

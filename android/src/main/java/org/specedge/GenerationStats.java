@@ -14,9 +14,13 @@ public final class GenerationStats {
   private final long[] acceptedHistogram;
   /** Seconds: prefill of both programs, draft steps, target steps (verify), the whole call. */
   public final double prefillSeconds, draftSeconds, targetSeconds, totalSeconds;
+  /** By drafter: verify rounds served, tokens proposed and accepted. */
+  public final long modelRounds, modelProposed, modelAccepted, lookupRounds, lookupProposed, lookupAccepted;
+  /** Rounds in which prompt lookup had no proposal, decoded by the target alone (one token each). */
+  public final long plainSteps;
 
   GenerationStats(long newTokens, long rounds, long proposed, long accepted, long[] acceptedHistogram,
-      double prefillSeconds, double draftSeconds, double targetSeconds, double totalSeconds) {
+      double prefillSeconds, double draftSeconds, double targetSeconds, double totalSeconds, long[] byDrafter) {
     this.newTokens = newTokens;
     this.rounds = rounds;
     this.proposed = proposed;
@@ -26,6 +30,13 @@ public final class GenerationStats {
     this.draftSeconds = draftSeconds;
     this.targetSeconds = targetSeconds;
     this.totalSeconds = totalSeconds;
+    this.modelRounds = byDrafter[0];
+    this.modelProposed = byDrafter[1];
+    this.modelAccepted = byDrafter[2];
+    this.lookupRounds = byDrafter[3];
+    this.lookupProposed = byDrafter[4];
+    this.lookupAccepted = byDrafter[5];
+    this.plainSteps = byDrafter[6];
   }
 
   /** @return rounds by accepted length: element n counts the rounds that accepted n draft tokens */

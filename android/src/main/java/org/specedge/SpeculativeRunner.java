@@ -51,13 +51,36 @@ public final class SpeculativeRunner implements AutoCloseable {
    *     manifest or each other, or k is out of range
    */
   public SpeculativeRunner(String modelDir, int k) {
+    this(modelDir, k, DraftingConfig.model());
+  }
+
+  /**
+   * Loads the model directory, with proposals from {@code drafting}'s drafter.
+   *
+   * @param modelDir the directory written by {@code export/export_pair.py} (for the lookup
+   *     drafter, target.pte alone suffices)
+   * @param k proposals per round (the most per round with adaptive K): 1 up to the exported K; 0:
+   *     the exported K
+   * @param drafting the drafter and its settings
+   * @throws SpecEdgeException if a file is missing or corrupted, or the programs do not match the
+   *     manifest or each other
+   * @throws IllegalArgumentException if k or a drafting setting is out of range
+   */
+  public SpeculativeRunner(String modelDir, int k, DraftingConfig drafting) {
     if (modelDir == null) {
       throw new IllegalArgumentException("modelDir: expected the path of a model directory, got null");
     }
     if (k < 0) {
       throw new IllegalArgumentException("k: expected 0 (the exported K) or more, got " + k);
     }
-    handle = nativeLoad(modelDir, k);
+    if (drafting == null) {
+      throw new IllegalArgumentException("drafting: expected a DraftingConfig, got null");
+    }
+    if (drafting.drafter == null) {
+      throw new IllegalArgumentException("drafter: expected one of model, lookup, hybrid, got null");
+    }
+    handle = nativeLoad(modelDir, k, drafting.drafter, drafting.adaptiveK, drafting.minNgram, drafting.maxNgram,
+        drafting.minMatch, drafting.draftStepCost, drafting.verifyRowCost);
     int[] shape = nativeShape(handle);
     this.k = shape[0];
     this.maxK = shape[1];
@@ -236,7 +259,8 @@ public final class SpeculativeRunner implements AutoCloseable {
     }
   }
 
-  private static native long nativeLoad(String modelDir, int k);
+  private static native long nativeLoad(String modelDir, int k, String drafter, boolean adaptiveK, int minNgram,
+      int maxNgram, int minMatch, double draftStepCost, double verifyRowCost);
 
   private static native void nativeDestroy(long handle);
 

@@ -1,0 +1,112 @@
+"""Drafters side by side: target-only decoding, the draft model, prompt lookup and the hybrid, each
+with a fixed and an adaptive K, on three workloads: continuing code (held-out prompts, as
+`make demo`), editing code (the prompt holds a function and asks for it again with one name
+changed: most of the output repeats the prompt) and free text. The C++ runner (NativeRunner),
+greedy; each setting decodes every prompt speculatively and target-only in turn, so that its
+ratio compares like with like on a shared machine.
+
+Usage: python bench/bench_drafters.py [--pair default|real] [--write docs/BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+import spec_edge
+from spec_edge.demo import DEFAULT_PAIR, exported_pair
+from spec_edge.runtime import GenerateStats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_verify import write_section  # noqa: E402
+
+SETTINGS = [("model", False), ("model", True), ("lookup", False), ("lookup", True), ("hybrid", False),
+            ("hybrid", True)]
+FUNCTIONS = [
+    ('def mean_and_spread(values):\n    """The mean of `values` and their largest distance from it."""\n'
+     '    total = 0.0\n    for value in values:\n        total += value\n    mean = total / len(values)\n'
+     '    spread = max(abs(value - mean) for value in values)\n    return mean, spread\n', "values", "samples"),
+    ('def read_records(path, separator=","):\n    """The lines of the file at `path`, split at `separator`."""\n'
+     '    records = []\n    with open(path) as handle:\n        for line in handle:\n'
+     '            line = line.strip()\n            if line:\n                records.append(line.split(separator))\n'
+     '    return records\n', "records", "rows"),
+    ('class Counter:\n    """Counts how often each key was added."""\n\n    def __init__(self):\n'
+     '        self.counts = {}\n\n    def add(self, key):\n        self.counts[key] = self.counts.get(key, 0) + 1\n\n'
+     '    def most_common(self):\n        return max(self.counts, key=self.counts.get)\n', "counts", "tally"),
+]
+TEXT = [
+    "The printing press changed how knowledge spread across Europe. Before it, books were copied by hand,",
+    "A good error message says what went wrong, where it happened and what the reader can do about it.",
+    "Rivers carve valleys over millions of years, carrying sand and stones from the mountains to the sea.",
+]
+
+
+def edit_prompt(source: str, old: str, new: str) -> str:
+    """The function, then a request for it again with one name changed, and the start of the answer."""
+    header = source.split("\n", 1)[0].replace(old, new)
+    return f"{source}\n\n# The same code with `{old}` renamed to `{new}`:\n{header}\n"
+
+
+def workloads(pair: str, tokenizer) -> dict[str, list[list[int]]]:
+    if pair == "real":
+        from spec_edge.demo_real import PROMPTS
+        code = PROMPTS
+    else:
+        code = json.loads((DEFAULT_PAIR / "prompts.json").read_text())[:4]
+    return {"continuing code": [tokenizer.encode(t) for t in code],
+            "editing code": [tokenizer.encode(edit_prompt(*f)) for f in FUNCTIONS],
+            "free text": [tokenizer.encode(t) for t in TEXT]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pair", choices=["default", "real"], default="default")
+    parser.add_argument("--max-new", type=int, default=128)
+    parser.add_argument("--write", type=Path)
+    args = parser.parse_args()
+    if args.pair == "real":
+        from spec_edge.demo_real import exported
+        out = exported()
+    else:
+        out = exported_pair(DEFAULT_PAIR, Path("build/demo"))
+    tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
+    prompts = workloads(args.pair, tokenizer)
+    eos = tokenizer.eos_ids
+    rows = []
+    for drafter, adaptive in tqdm(SETTINGS, desc="settings"):
+        runner = spec_edge.NativeRunner(out, drafter=drafter, adaptive_k=adaptive)
+        for workload, ids in prompts.items():
+            spec, base = GenerateStats(accepted_hist=[0] * (runner.k + 1)), GenerateStats()
+            for prompt in ids:
+                got = runner.generate(prompt, args.max_new, eos_token_id=eos)
+                spec.add(runner.stats)
+                want = runner.generate(prompt, args.max_new, speculative=False, eos_token_id=eos)
+                base.add(runner.stats)
+                assert got == want, f"{drafter}: greedy output differs from target-only decoding"
+            rows.append((workload, drafter, adaptive, spec, base))
+        max_k = runner.max_k
+        del runner
+        gc.collect()
+    table = ["| workload | drafter | K | tokens/s | target-only tokens/s | speedup | acceptance | "
+             "rounds: model / lookup / target alone |", "|---|---|---|---|---|---|---|---|"]
+    for workload, drafter, adaptive, spec, base in sorted(rows, key=lambda r: list(prompts).index(r[0])):
+        table.append(f"| {workload} | {drafter} | {'adaptive' if adaptive else 'fixed'} | {spec.tokens_per_s:.1f} | "
+                     f"{base.tokens_per_s:.1f} | {spec.tokens_per_s / base.tokens_per_s:.2f}x | "
+                     f"{spec.acceptance_rate:.2f} | {spec.model_rounds} / {spec.lookup_rounds} / {spec.plain_steps} |")
+    name = "the shipped default pair" if args.pair == "default" else "the Qwen2.5-Coder pair of `make demo-real`"
+    body = "\n".join([f"## Drafters on {name} (`bench/bench_drafters.py --pair {args.pair}`)\n",
+                      f"The C++ runner, greedy, up to {args.max_new} new tokens per prompt, K up to the exported "
+                      f"{max_k}; every output identical to target-only decoding "
+                      "(checked).\n", *table])
+    print(body)
+    if args.write:
+        write_section(args.write, f"bench_drafters_{args.pair}", body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Where a round's proposals come from, and how many it makes. ``drafter="model"``: the draft
+model; ``"lookup"``: :class:`PromptLookup`, the tokens that followed the most recent earlier
+occurrence of the last n tokens (prompt-lookup decoding), for work whose output repeats its input
+(editing code, rewriting a document, answering from retrieved text); ``"hybrid"``: lookup when its
+match is at least ``min_match`` tokens long, the draft model otherwise. :class:`AdaptiveK` picks
+each round's K from the rounds before.
+
+Proposals are verified as any are: greedily by the tokens, sampled through the exact rule for a
+point-mass draft (a draft row of -inf but at the proposed token), so the output is distributed as
+the target's alone, whatever the drafter and K. The C++ runner's runtime_demo/include/spec_edge/
+drafting.h is the same, decision for decision: a seed gives the same tokens on both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DRAFTERS = ("model", "lookup", "hybrid")
+MAX_NGRAM = 64
+
+
+@dataclass(frozen=True)
+class Drafting:
+    """The drafter's settings (those of ``spec-edge-run --drafter ...``). Adaptive K's costs are
+    in target decode steps, one draft-model step and one more verify row: fixed settings, not
+    timings, so that K follows from the tokens alone and a seed gives the same tokens anywhere."""
+
+    drafter: str = "model"
+    min_ngram: int = 2  # prompt lookup's n-gram lengths, longest tried first
+    max_ngram: int = 4
+    min_match: int = 3  # hybrid: lookup serves a round when its n-gram is this long
+    adaptive_k: bool = False  # K per round from the rounds before, up to the decoder's k
+    draft_step_cost: float = 0.35
+    verify_row_cost: float = 0.1
+
+    def check(self) -> None:
+        """ValueError naming the setting out of range (the C++ runner's messages)."""
+        if self.drafter not in DRAFTERS:
+            raise ValueError(f"drafter: expected one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
+        if not 1 <= self.min_ngram <= self.max_ngram <= MAX_NGRAM:
+            raise ValueError(f"min_ngram, max_ngram: expected 1 <= min_ngram <= max_ngram <= {MAX_NGRAM}, got "
+                             f"{self.min_ngram}, {self.max_ngram}")
+        if self.drafter == "hybrid" and not self.min_ngram <= self.min_match <= self.max_ngram:
+            raise ValueError(f"min_match: expected min_ngram <= min_match <= max_ngram ({self.min_ngram}.."
+                             f"{self.max_ngram}), got {self.min_match}")
+        for name in ("draft_step_cost", "verify_row_cost"):
+            cost = getattr(self, name)
+            if not 0 <= cost <= 1e6:  # NaN fails too
+                raise ValueError(f"{name}: expected a cost in [0, 1e6] target decode steps, got {cost}")
+
+
+class AdaptiveK:
+    """The K in 1..``k_max`` that maximises the expected tokens per unit of time, E(K) / T(K) with
+    E(K) = 1 + a + ... + a^K (an accepted prefix, then one token from the target, when each
+    proposal is accepted with probability a) and T(K) = 1 + ``step_cost`` K, where a is estimated
+    from the rounds so far, each round's evidence decayed by ``DECAY`` per later round, from a
+    prior of one acceptance and one rejection. K depends on past rounds only, never on the
+    current round's draws, so the output's distribution is unchanged. The arithmetic is the C++
+    runner's, operation for operation: the same K in both."""
+
+    DECAY = 0.8
+
+    def __init__(self, k_max: int, step_cost: float):
+        self.k_max, self.step_cost = k_max, step_cost
+        self._accepted, self._rejected = 1.0, 1.0
+
+    def next(self) -> int:
+        a = self._accepted / (self._accepted + self._rejected)
+        best, best_rate, expected, power = 1, 0.0, 1.0, 1.0
+        for k in range(1, self.k_max + 1):
+            power = power * a
+            expected = expected + power
+            rate = expected / (1.0 + self.step_cost * k)
+            if rate > best_rate:
+                best, best_rate = k, rate
+        return best
+
+    def record(self, proposed: int, accepted: int) -> None:
+        """A round that proposed ``proposed`` tokens and had ``accepted`` of them accepted."""
+        self._accepted = self._accepted * self.DECAY + accepted
+        self._rejected = self._rejected * self.DECAY + (1.0 if accepted < proposed else 0.0)
+
+
+@dataclass
+class Proposal:
+    ngram: int = 0  # the length of the matched n-gram (0: no match)
+    tokens: list[int] = field(default_factory=list)
+
+
+class PromptLookup:
+    """An index of the text's n-grams (``min_ngram`` <= n <= ``max_ngram``) by their most recent
+    last position, updated as tokens arrive: a lookup is one dict probe per n, whatever the
+    length of the text."""
+
+    def __init__(self, min_ngram: int, max_ngram: int):
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"min_ngram, max_ngram: expected 1 <= min_ngram <= max_ngram, got {min_ngram}, "
+                             f"{max_ngram}")
+        self.min_ngram, self.max_ngram = min_ngram, max_ngram
+        self.tokens: list[int] = []
+        self._index: dict[tuple[int, ...], int] = {}  # n-gram -> its last position
+
+    def clear(self) -> None:
+        self.tokens.clear()
+        self._index.clear()
+
+    def extend(self, tokens) -> None:
+        for token in tokens:
+            self.append(int(token))
+
+    def append(self, token: int) -> None:
+        """The newest token. The n-grams ending one token earlier join the index now, so that a
+        lookup of the last n tokens finds an earlier occurrence, never the last n tokens themselves."""
+        self.tokens.append(token)
+        end = len(self.tokens) - 2
+        for n in range(self.min_ngram, min(self.max_ngram, end + 1) + 1):
+            self._index[tuple(self.tokens[end - n + 1:end + 1])] = end
+
+    def propose(self, k: int) -> Proposal:
+        """Up to ``k`` tokens that followed the most recent earlier occurrence of the last n
+        tokens, for the largest n that has one; none when no n-gram of at least ``min_ngram``
+        tokens recurs."""
+        last = len(self.tokens) - 1
+        for n in range(min(self.max_ngram, last), self.min_ngram - 1, -1):
+            end = self._index.get(tuple(self.tokens[last - n + 1:]))
+            if end is not None:
+                return Proposal(n, self.tokens[end + 1:min(end + 1 + k, last + 1)])
+        return Proposal()

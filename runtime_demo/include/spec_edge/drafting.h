@@ -1,0 +1,146 @@
+// Where a round's proposals come from, and how many it makes: the draft model, prompt lookup
+// (proposals copied from the text itself, prompt and output, for work whose output repeats its
+// input), or both; a fixed K or one chosen from the rounds before. spec_edge.drafters is the same
+// in Python, decision for decision.
+//
+// Prompt lookup: the last n tokens are looked up among the earlier n-grams, longest n first
+// (max_ngram down to min_ngram); the tokens that followed the most recent earlier occurrence are
+// the proposal. Every n-gram is indexed as its last token arrives, so a lookup is one hash probe
+// per n: O(max_ngram^2) work per token, whatever the length of the text.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace spec_edge::runner {
+
+enum class Drafter { kModel, kLookup, kHybrid };
+
+// The drafter's settings. The defaults are those of spec-edge-run, NativeRunner and the Python loop.
+struct Drafting {
+  Drafter drafter = Drafter::kModel;
+  int min_ngram = 2, max_ngram = 4;  // prompt lookup's n-gram lengths, longest tried first
+  int min_match = 3;                 // hybrid: lookup serves a round when its n-gram is this long
+  bool adaptive_k = false;           // K per round from the rounds before, up to the runner's k
+  // Adaptive K's costs in target decode steps: one draft-model step, and one more row of the
+  // verify step. Fixed settings, not timings, so that K follows from the tokens alone and a seed
+  // gives the same tokens on every front end.
+  double draft_step_cost = 0.35, verify_row_cost = 0.1;
+};
+
+// "model" / "lookup" / "hybrid"; std::invalid_argument naming the choices otherwise.
+inline Drafter parse_drafter(const std::string& name) {
+  if (name == "model") return Drafter::kModel;
+  if (name == "lookup") return Drafter::kLookup;
+  if (name == "hybrid") return Drafter::kHybrid;
+  throw std::invalid_argument("drafter: expected one of model, lookup, hybrid, got '" + name + "'");
+}
+
+inline const char* drafter_name(Drafter d) {
+  return d == Drafter::kModel ? "model" : d == Drafter::kLookup ? "lookup" : "hybrid";
+}
+
+class PromptLookup {
+ public:
+  // Needs 1 <= min_ngram <= max_ngram (the caller checks and names its flags).
+  PromptLookup(int min_ngram, int max_ngram)
+      : min_ngram_(min_ngram), max_ngram_(max_ngram), index_(max_ngram - min_ngram + 1) {}
+
+  int min_ngram() const { return min_ngram_; }
+  int max_ngram() const { return max_ngram_; }
+  const std::vector<int64_t>& tokens() const { return tokens_; }
+
+  void clear() {
+    tokens_.clear();
+    for (auto& by_ngram : index_) by_ngram.clear();
+  }
+
+  void extend(const std::vector<int64_t>& tokens) {
+    for (const int64_t t : tokens) append(t);
+  }
+
+  // The newest token. The n-grams ending one token earlier join the index now, so that a lookup
+  // of the last n tokens finds an earlier occurrence, never the last n tokens themselves.
+  void append(int64_t token) {
+    tokens_.push_back(token);
+    const int64_t end = static_cast<int64_t>(tokens_.size()) - 2;
+    for (int n = min_ngram_; n <= max_ngram_ && n <= end + 1; ++n) index_[n - min_ngram_][key(end, n)] = end;
+  }
+
+  struct Proposal {
+    int ngram = 0;                // the length of the matched n-gram (0: no match)
+    std::vector<int64_t> tokens;  // up to k tokens
+  };
+
+  // Up to k tokens that followed the most recent earlier occurrence of the last n tokens, for
+  // the largest n that has one; none when no n-gram of at least min_ngram tokens recurs.
+  Proposal propose(int k) const {
+    const int64_t last = static_cast<int64_t>(tokens_.size()) - 1;
+    for (int n = max_ngram_; n >= min_ngram_; --n) {
+      if (n > last) continue;  // an earlier occurrence needs n tokens before the last one
+      const auto& by_ngram = index_[n - min_ngram_];
+      const auto found = by_ngram.find(key(last, n));
+      if (found == by_ngram.end()) continue;
+      const int64_t from = found->second + 1, to = std::min<int64_t>(from + k, last + 1);
+      return {n, std::vector<int64_t>(tokens_.begin() + from, tokens_.begin() + to)};
+    }
+    return {};
+  }
+
+ private:
+  // The n tokens ending at `end`, as the bytes of their ids: an exact key (no collisions to
+  // resolve, so the Python index, keyed by tuples, proposes the same).
+  std::string key(int64_t end, int n) const {
+    std::string k(sizeof(int64_t) * n, '\0');
+    std::memcpy(k.data(), tokens_.data() + end - n + 1, k.size());
+    return k;
+  }
+
+  int min_ngram_, max_ngram_;
+  std::vector<int64_t> tokens_;
+  std::vector<std::unordered_map<std::string, int64_t>> index_;  // per n: n-gram -> its last position
+};
+
+
+// Adaptive K for one drafter: the K in 1..k_max that maximises the expected tokens per unit of
+// time, E(K) / T(K) with E(K) = 1 + a + ... + a^K (an accepted prefix, then one token from the
+// target, when each proposal is accepted with probability a) and T(K) = 1 + (verify_row_cost +
+// draft_step_cost) K. a is estimated from the rounds so far, each round's evidence decayed by
+// `kDecay` per later round, from a prior of one acceptance and one rejection. Only + - * / on
+// doubles, in the same order as spec_edge.drafters.AdaptiveK: the same K in both.
+class AdaptiveK {
+ public:
+  static constexpr double kDecay = 0.8;
+
+  AdaptiveK(int k_max, double step_cost) : k_max_(k_max), step_cost_(step_cost) {}
+
+  int next() const {
+    const double a = accepted_ / (accepted_ + rejected_);
+    int best = 1;
+    double best_rate = 0.0, expected = 1.0, power = 1.0;
+    for (int k = 1; k <= k_max_; ++k) {
+      power = power * a;
+      expected = expected + power;
+      const double rate = expected / (1.0 + step_cost_ * k);
+      if (rate > best_rate) best = k, best_rate = rate;
+    }
+    return best;
+  }
+
+  // A round that proposed `proposed` tokens and had `accepted` of them accepted.
+  void record(int proposed, int accepted) {
+    accepted_ = accepted_ * kDecay + accepted;
+    rejected_ = rejected_ * kDecay + (accepted < proposed ? 1.0 : 0.0);
+  }
+
+ private:
+  int k_max_;
+  double step_cost_;
+  double accepted_ = 1.0, rejected_ = 1.0;
+};
+
+}  // namespace spec_edge::runner

@@ -1,0 +1,234 @@
+"""Drafting without a draft model (spec_edge.drafters; runtime_demo/include/spec_edge/drafting.h):
+prompt lookup, the hybrid drafter and adaptive K. The same decisions in Python and C++; greedy
+output identical to the target alone for every drafter; sampled output distributed as the
+target's; the same tokens from the Python loop, NativeRunner and spec-edge-run for a seed."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import spec_edge
+from filter_ref import filtered_law
+from small_pair import K, PROMPT
+from stats_utils import chisquare_pvalue
+from spec_edge.demo import DEFAULT_PAIR
+from spec_edge.drafters import AdaptiveK, PromptLookup, Proposal
+
+pytest.importorskip("executorch")
+from spec_edge.native_runner import _load_extension  # noqa: E402
+from spec_edge.runtime import ProgramError, PteSpeculativeDecoder  # noqa: E402
+from test_android import SAMPLED as JAVA_SAMPLED, classes, driver_tokens, every_jvm  # noqa: E402,F401
+from test_runner import NATIVE, SAMPLED_FLAGS as JAVA_SAMPLED_FLAGS, default_programs  # noqa: E402,F401
+
+# Text that repeats itself, so that prompt lookup has proposals to make.
+REPETITIVE = PROMPT + PROMPT + PROMPT[:3]
+SAMPLED = dict(temperature=0.9, filters=spec_edge.Filters(top_k=20, top_p=0.95), seed=11)
+SAMPLED_FLAGS = ["--temperature", "0.9", "--top-k", "20", "--top-p", "0.95", "--seed", "11"]
+SETTINGS = [("model", False), ("model", True), ("lookup", False), ("lookup", True), ("hybrid", False),
+            ("hybrid", True)]
+
+
+# ---- the decisions --------------------------------------------------------------------------
+
+def test_prompt_lookup_proposes_what_followed_the_most_recent_earlier_occurrence():
+    lookup = PromptLookup(1, 3)
+    lookup.extend([1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3])
+    assert lookup.propose(4) == Proposal(3, [7, 5, 1, 2])  # (1, 2, 3) last ended at 6, not at 2
+    assert lookup.propose(10) == Proposal(3, [7, 5, 1, 2, 3])  # up to the end of the text
+    lookup.append(4)  # (2, 3, 4), (3, 4), (4): never seen before
+    assert lookup.propose(3) == Proposal()
+    lookup.append(1)  # only (1) recurs: it last ended at 9
+    assert lookup.propose(3) == Proposal(1, [2, 3, 4])
+
+
+def test_prompt_lookup_never_matches_the_last_tokens_themselves_and_keeps_its_bounds():
+    lookup = PromptLookup(1, 2)
+    lookup.append(5)
+    assert lookup.propose(2) == Proposal()
+    lookup.append(5)
+    assert lookup.propose(2) == Proposal(1, [5])
+    two = PromptLookup(2, 3)
+    two.extend([1, 2, 1])
+    assert two.propose(2) == Proposal()  # (1) recurs, but one token is below min_ngram
+    with pytest.raises(ValueError, match="min_ngram, max_ngram: expected 1 <= min_ngram <= max_ngram"):
+        PromptLookup(3, 2)
+
+
+def test_adaptive_k_grows_with_acceptance_and_shrinks_without_it():
+    k = AdaptiveK(8, 0.45)
+    for _ in range(10):
+        k.record(k.next(), k.next())  # everything accepted
+    assert k.next() == 8
+    for _ in range(10):
+        k.record(k.next(), 0)
+    assert k.next() == 1
+    assert AdaptiveK(8, 0.0).next() == 8  # free proposals: always the most
+
+
+def test_python_and_cpp_make_the_same_decisions():
+    ext = _load_extension()
+    rng = random.Random(5)
+    for trial in range(200):
+        lo = rng.randint(1, 3)
+        hi = rng.randint(lo, 5)
+        python, cpp = PromptLookup(lo, hi), ext.PromptLookup(lo, hi)
+        for _ in range(rng.randint(1, 60)):
+            token = rng.randrange(4 if trial % 2 else 40)
+            python.append(token)
+            cpp.extend([token])
+            k = rng.randint(1, 8)
+            assert cpp.propose(k) == (python.propose(k).ngram, python.propose(k).tokens)
+        cost = rng.choice([0.0, 0.1, 0.45, 1.3])
+        python_k, cpp_k = AdaptiveK(8, cost), ext.AdaptiveK(8, cost)
+        for _ in range(50):
+            assert python_k.next() == cpp_k.next()
+            proposed = rng.randint(1, 8)
+            accepted = rng.randint(0, proposed)
+            python_k.record(proposed, accepted)
+            cpp_k.record(proposed, accepted)
+
+
+# ---- decoding --------------------------------------------------------------------------------
+
+def cli_flags(drafter: str, adaptive: bool) -> list[str]:
+    return ["--drafter", drafter] + (["--adaptive-k"] if adaptive else [])
+
+
+@pytest.mark.parametrize("drafter,adaptive", SETTINGS)
+@pytest.mark.parametrize("prompt", [PROMPT, REPETITIVE], ids=["prompt", "repetitive"])
+def test_every_drafter_decodes_greedily_as_the_target_alone_and_alike_in_every_front_end(pair, drafter, adaptive,
+                                                                                         prompt):
+    loop = PteSpeculativeDecoder(pair / "pair", drafter=drafter, adaptive_k=adaptive)
+    native = spec_edge.NativeRunner(pair / "pair", drafter=drafter, adaptive_k=adaptive)
+    target_only = loop.generate(prompt, 40, speculative=False)
+    assert loop.generate(prompt, 40) == target_only
+    assert native.generate(prompt, 40) == target_only
+    assert NATIVE.tokens(pair / "pair", "--max-new", "40", *cli_flags(drafter, adaptive), prompt=prompt) == target_only
+    sampled = loop.generate(prompt, 40, **SAMPLED)
+    assert native.generate(prompt, 40, **SAMPLED) == sampled
+    assert NATIVE.tokens(pair / "pair", "--max-new", "40", *cli_flags(drafter, adaptive), *SAMPLED_FLAGS,
+                         prompt=prompt) == sampled
+    s = native.stats
+    assert vars(s) | {"prefill_s": 0, "draft_s": 0, "target_s": 0, "total_s": 0} == \
+        vars(loop.stats) | {"prefill_s": 0, "draft_s": 0, "target_s": 0, "total_s": 0}
+    assert s.model_rounds + s.lookup_rounds == s.rounds and sum(s.accepted_hist) == s.rounds
+    assert s.model_proposed + s.lookup_proposed == s.proposed and s.model_accepted + s.lookup_accepted == s.accepted
+    assert s.lookup_rounds == 0 if drafter == "model" else s.lookup_rounds > 0 or prompt is PROMPT
+    assert s.model_rounds == 0 if drafter == "lookup" else s.model_rounds > 0
+
+
+def test_every_drafter_decodes_the_default_pair_greedily_as_its_target_alone(default_programs):
+    """The shipped pair, a held-out prompt and an edit of code in the prompt (what lookup is for)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from bench_drafters import FUNCTIONS, edit_prompt
+    tokenizer = spec_edge.NativeTokenizer(default_programs / "tokenizer.json")
+    prompts = [tokenizer.encode(json.loads((DEFAULT_PAIR / "prompts.json").read_text())[0]),
+               tokenizer.encode(edit_prompt(*FUNCTIONS[0]))]
+    for drafter, adaptive in SETTINGS:
+        native = spec_edge.NativeRunner(default_programs, drafter=drafter, adaptive_k=adaptive)
+        for prompt in prompts:
+            assert native.generate(prompt, 48) == native.generate(prompt, 48, speculative=False), (drafter, adaptive)
+
+
+def test_lookup_needs_no_draft_program_and_the_others_say_they_do(pair, tmp_path):
+    target_only = tmp_path / "target_only"
+    shutil.copytree(pair / "pair", target_only)
+    (target_only / "draft.pte").unlink()
+    want = PteSpeculativeDecoder(pair / "pair", drafter="lookup").generate(REPETITIVE, 30, **SAMPLED)
+    assert PteSpeculativeDecoder(target_only, drafter="lookup").generate(REPETITIVE, 30, **SAMPLED) == want
+    assert spec_edge.NativeRunner(target_only, drafter="lookup").generate(REPETITIVE, 30, **SAMPLED) == want
+    assert NATIVE.tokens(target_only, "--max-new", "30", "--drafter", "lookup", *SAMPLED_FLAGS,
+                         prompt=REPETITIVE) == want
+    for drafter in ("model", "hybrid"):
+        for make in (PteSpeculativeDecoder, spec_edge.NativeRunner):
+            with pytest.raises(ProgramError, match=f"draft.pte: not found; drafter {drafter} needs the draft model"):
+                make(target_only, drafter=drafter)
+        result = NATIVE.run("--model-dir", str(target_only), "--prompt-ids", "1,2", "--drafter", drafter, check=False)
+        assert result.returncode == 1 and b"drafter lookup runs on target.pte alone" in result.stderr
+
+
+@pytest.mark.parametrize("settings,message", [
+    (dict(drafter="ngram"), "drafter: expected one of model, lookup, hybrid, got 'ngram'"),
+    (dict(drafter="lookup", min_ngram=0), r"min_ngram, max_ngram: expected 1 <= min_ngram <= max_ngram <= 64"),
+    (dict(drafter="lookup", min_ngram=3, max_ngram=2), "min_ngram, max_ngram: .* got 3, 2"),
+    (dict(drafter="lookup", max_ngram=65), "min_ngram, max_ngram: .* got 2, 65"),
+    (dict(drafter="hybrid", min_match=5), r"min_match: expected min_ngram <= min_match <= max_ngram \(2..4\), got 5"),
+    (dict(adaptive_k=True, draft_step_cost=float("nan")), "draft_step_cost: expected a cost in"),
+    (dict(adaptive_k=True, verify_row_cost=-1.0), "verify_row_cost: expected a cost in"),
+])
+def test_bad_drafting_settings_are_named(pair, settings, message):
+    for make in (PteSpeculativeDecoder, spec_edge.NativeRunner):
+        with pytest.raises(ValueError, match=message):
+            make(pair / "pair", **settings)
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--drafter", "ngram"], "--drafter: expected one of model, lookup, hybrid, got 'ngram'"),
+    (["--drafter", "lookup", "--min-ngram", "0"], r"--min-ngram: expected an integer in \[1, 64\]"),
+    (["--drafter", "lookup", "--min-ngram", "3", "--max-ngram", "2"], "min_ngram, max_ngram: .* got 3, 2"),
+    (["--drafter", "hybrid", "--min-match", "65"], r"--min-match: expected an integer in \[1, 64\]"),
+    (["--drafter", "hybrid", "--min-match", "6"], r"min_match: expected min_ngram <= min_match <= max_ngram"),
+    (["--adaptive-k", "--k-max", "9"], "k: the programs were exported for K up to 3, got k=9"),
+])
+def test_bad_drafting_flags_are_a_message_and_an_exit_status(pair, flags, message):
+    result = NATIVE.run("--model-dir", str(pair / "pair"), "--prompt-ids", "1,2", *flags, check=False)
+    assert result.returncode in (1, 2) and __import__("re").search(message, result.stderr.decode()), result.stderr
+
+
+def test_stats_json_reports_each_drafter(pair, tmp_path):
+    NATIVE.tokens(pair / "pair", "--max-new", "30", "--drafter", "hybrid", "--min-match", "2", "--stats-json",
+                  str(tmp_path / "s.json"), prompt=REPETITIVE)
+    stats = json.loads((tmp_path / "s.json").read_text())
+    native = spec_edge.NativeRunner(pair / "pair", drafter="hybrid", min_match=2)
+    native.generate(REPETITIVE, 30)
+    for name in ("model_rounds", "model_proposed", "model_accepted", "lookup_rounds", "lookup_proposed",
+                 "lookup_accepted", "plain_steps"):
+        assert stats[name] == getattr(native.stats, name)
+    assert stats["lookup_rounds"] > 0 and stats["model_rounds"] > 0
+
+
+@pytest.mark.parametrize("drafter", ["lookup", "hybrid"])
+def test_sampled_lookup_keeps_the_target_distribution(pair, drafter):
+    """The first token of the first round, over seeds, follows the target's filtered law, although
+    lookup proposes the same tokens every time; verifying those proposals as if the draft were
+    the target (the control: every proposal accepted) fails the same test."""
+    native = spec_edge.NativeRunner(pair / "pair", drafter=drafter, min_match=2)
+    T, f, n = 1.2, spec_edge.Filters(top_k=30), 3000
+    firsts = [native.generate(REPETITIVE, 1, temperature=T, filters=f, seed=s)[0] for s in range(n)]
+    assert native.stats.lookup_rounds == 1
+    loop = PteSpeculativeDecoder(pair / "pair")
+    loop._prefill(loop.target["prefill"], REPETITIVE, 0, len(REPETITIVE) - 1)
+    logits = loop.target["logits"].execute([torch.tensor([REPETITIVE[-1:]]), torch.tensor([len(REPETITIVE) - 1])])[0]
+    law = filtered_law(logits[0, -1].numpy(), T, 30, 1.0, 0.0)
+    counts = np.bincount(firsts, minlength=48)
+    assert chisquare_pvalue(counts, law) > 1e-4
+    proposed = PromptLookup(2, 4)
+    proposed.extend(REPETITIVE)
+    control = np.bincount([proposed.propose(K).tokens[0]] * n, minlength=48)
+    assert chisquare_pvalue(control, law) < 1e-4
+
+
+@every_jvm
+@pytest.mark.parametrize("drafter,adaptive", [("lookup", True), ("hybrid", False)])
+def test_the_java_api_gives_the_clis_tokens(jvm, classes, pair, drafter, adaptive):
+    cli = NATIVE.tokens(pair / "pair", "--max-new", "40", *cli_flags(drafter, adaptive), *JAVA_SAMPLED_FLAGS,
+                        prompt=REPETITIVE)
+    tokens, stats = driver_tokens(jvm, classes, pair / "pair", 0, 40, True, JAVA_SAMPLED, REPETITIVE,
+                                  (drafter, adaptive))
+    assert tokens == cli
+    fields = dict(item.split("=", 1) for item in stats.split())
+    native = spec_edge.NativeRunner(pair / "pair", drafter=drafter, adaptive_k=adaptive)
+    native.generate(REPETITIVE, 40, temperature=0.8, filters=spec_edge.Filters(top_k=20, top_p=0.9,
+                                                                               repetition_penalty=1.1), seed=5)
+    for name in ("model_rounds", "model_proposed", "model_accepted", "lookup_rounds", "lookup_proposed",
+                 "lookup_accepted", "plain_steps"):
+        assert int(fields[name]) == getattr(native.stats, name), name
+    assert int(fields["lookup_rounds"]) > 0
