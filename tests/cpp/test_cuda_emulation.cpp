@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "cuda_emulation.h"
-#include "kept_set.h"
-#include "row_kernels.h"
+#include "spec_edge/detail/kept_set.h"
+#include "spec_edge/detail/row_kernels.h"
 #include "spec_edge/cuda_ops.h"
 #include "spec_edge/ops.h"
 #include "test_helpers.h"

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "row_kernels.h"
+#include "spec_edge/detail/row_kernels.h"
 #include "spec_edge/numerics.h"
 
 namespace spec_edge {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "row_kernels.h"
+#include "spec_edge/detail/row_kernels.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/dispatch.h"
 #include "test_helpers.h"

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "filters.h"
-#include "row_kernels.h"
+#include "spec_edge/detail/row_kernels.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/philox.h"
 #include "test_helpers.h"

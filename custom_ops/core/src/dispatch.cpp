@@ -13,7 +13,7 @@
 #endif
 
 #include "attention_kernel.h"
-#include "row_kernels.h"
+#include "spec_edge/detail/row_kernels.h"
 
 namespace spec_edge {
 namespace {

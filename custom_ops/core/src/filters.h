@@ -4,64 +4,15 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <limits>
 #include <vector>
 
-#include "row_kernels.h"
-#include "spec_edge/ops.h"
-#include "spec_edge/status.h"
+#include "spec_edge/detail/row_kernels.h"
+#include "spec_edge/detail/sampling.h"
 
 namespace spec_edge {
 
-// "name[b, i" (or "name[b" for a [B, V] tensor): the row part of an element's index.
-struct RowName {
-  const char* name;
-  int64_t b, i;
-  std::string prefix() const;
-};
-
-// The repetition penalty of one logit (transformers' rule).
-SPEC_EDGE_HD inline float apply_penalty(float x, float penalty) { return x < 0.0f ? x * penalty : x / penalty; }
-
-// One row's sampling parameters, resolved from the per-row tensors.
-struct RowSampling {
-  float temperature = 1.0f;  // 0: greedy
-  int64_t top_k = 0;
-  float top_p = 1.0f, min_p = 0.0f, penalty = 1.0f;
-  bool filtered() const { return top_k > 0 || top_p < 1.0f || min_p > 0.0f; }
-};
-
-// Checks temperature/seed/offset counts and values and the filter parameters against a batch
-// of B rows over a vocabulary of V.
-Status check_sampling(int64_t B, int64_t V, PerRow<float> temperature, int64_t seed_count,
-                      int64_t offset_count, const Filters& filters);
-// Row b's settings over a vocabulary of V; top_k >= V keeps every token (transformers' warper
-// clamps k to V), so it reads as off.
-RowSampling row_sampling(PerRow<float> temperature, const Filters& filters, int64_t b, int64_t V);
-
-// The distinct ids a row's repetition penalty applies to, ascending.
-class PenalizedIds {
- public:
-  // prev_tokens row b (padding skipped); empty when the penalty is off for the row.
-  void reset(const Filters& filters, int64_t b, bool active);
-  void insert(int64_t id);  // one more id seen (a draft token), if active
-  const std::vector<int64_t>& ids() const { return ids_; }
-
- private:
-  bool active_ = false;
-  std::vector<int64_t> ids_;
-};
-
-// The uniforms a row's draw consumes, in order: `first`, then draws `next`, next + 1, ... of
-// the Philox stream (seed, offset, row).
-struct DrawStream {
-  uint64_t seed, offset;
-  uint32_t row;
-  double first;
-  uint64_t next;
-  bool used_first = false;
-  double operator()();
-};
+constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // A rigorous interval around the mass a row's exact pass computes.
 struct MassBounds {
@@ -77,7 +28,8 @@ enum class RowUse { kDraw, kDecide };
 // penalized logits), restricted to the kept set. Any of top-k, top-p, min-p makes the kept set
 // explicit (`kept`, ascending, with its numerators and their mass); otherwise every token is
 // kept, the row is read through `map`, and building it costs one read of the row (see RowUse;
-// the exact mass is computed only when asked for). Not copyable: `map` points into it.
+// the exact mass is computed only when asked for). Not copyable: `map` points into it. Its
+// roles are in files of their own, the private members below grouped by them.
 class FilteredRow {
  public:
   FilteredRow() = default;
@@ -110,10 +62,8 @@ class FilteredRow {
   // A token drawn with probability numerator / mass. An explicit row: draw(k, u * mass) with the
   // first uniform. Otherwise (a row built for a draw) by rejection from the block envelope,
   // without the exact mass (docs/OPS.md, "The seeded draw from a softmax row"): each proposal
-  // takes two uniforms u, v; after kMaxProposals rejections (the envelope is within 68x of the
-  // mass, so that has probability below 1e-6), the exact inverse CDF with the next uniform.
-  // `max_proposals` lowers the limit (tests of the fallback).
-  static constexpr int kMaxProposals = 1024;
+  // takes two uniforms u, v; after kMaxProposals rejections, the exact inverse CDF with the
+  // next uniform. `max_proposals` lowers the limit (tests of the fallback).
   int64_t sample(const RowKernels& k, DrawStream& uniforms, int max_proposals = kMaxProposals);
   // filter_logits' row: `out` holds the row's logits as float on entry; kept tokens become
   // y / T, the others -inf.
@@ -124,20 +74,25 @@ class FilteredRow {
   int64_t residual_draw(const FilteredRow& q, float a, float b, double target) const;
 
  private:
+  // kept_set.cpp
   Status candidates_top_k(const RowKernels& k, const RowSampling& rs, RowName where);
   Status candidates_by_mass(const RowKernels& k, const RowSampling& rs);
   void add_candidates(int64_t n_collected, float threshold, bool scaled);
   void score_candidates(const RowKernels& k);
   float top_p_guess(const RowKernels& k, float top_p);
   void finish(const RowSampling& rs, double Z);
+  // residual.cpp
   double residual_walk(const FilteredRow& q, float a, float b, double target,
                        int64_t* token) const;
+  // filters.cpp
   float value(const RowKernels& k, int64_t t) const;  // y[t]: the logit, patched
+  // row_mass.cpp
   Status build_bounds(const RowKernels& k, RowName where);
+  void finish_mass();  // mass_ from exact_sums_
+  // envelope_draw.cpp
   Status build_envelope(const RowKernels& k, RowName where);
   void prepare_envelope(const RowKernels& k);
   int64_t envelope_block(double target, double* offset) const;
-  void finish_mass();  // mass_ from exact_sums_
 
   const void* row_ = nullptr;
   int64_t V_ = 0;
@@ -163,9 +118,8 @@ class FilteredRow {
   std::vector<double> block_lo_, block_hi_;
   std::vector<uint8_t> block_exact_;
   std::vector<int64_t> pending_;
-  // The envelope: each block's maximum m_b, c_b and weight, running totals per kSuperBlock
+  // The envelope: each block's maximum m_b, c_b and weight, running totals per kEnvelopeRun
   // blocks, the top block (the first holding ymax) and its numerators.
-  static constexpr int64_t kSuperBlock = 32;
   std::vector<float> block_max_, block_c_;
   std::vector<double> weight_, super_total_;
   int64_t top_block_ = 0;

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "filters.h"
-#include "row_kernels.h"
-#include "validate.h"
+#include "spec_edge/detail/row_kernels.h"
+#include "spec_edge/detail/validate.h"
 #include "spec_edge/numerics.h"
 #include "spec_edge/ops.h"
 #include "spec_edge/philox.h"

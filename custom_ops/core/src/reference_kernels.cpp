@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "block_reduce.h"
-#include "row_kernels.h"
+#include "spec_edge/detail/block_reduce.h"
+#include "spec_edge/detail/row_kernels.h"
 
 namespace spec_edge {
 namespace {

@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "block_reduce.h"
-#include "row_kernels.h"
+#include "spec_edge/detail/block_reduce.h"
+#include "spec_edge/detail/row_kernels.h"
 #include "spec_edge/numerics.h"
 
 #if defined(__SSE2__) || defined(__AVX2__) || defined(__F16C__)

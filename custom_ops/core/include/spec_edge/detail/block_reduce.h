@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 
-#include "row_kernels.h"
+#include "spec_edge/detail/row_kernels.h"
 #include "spec_edge/numerics.h"
 
 namespace spec_edge {
