@@ -14,7 +14,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from spec_edge.export import files_sha256
+from spec_edge.manifest import files_sha256
 
 SDIST = "llama_cpp_python-0.3.36.tar.gz"
 SDIST_SIZE = 76_589_250

@@ -19,7 +19,8 @@ def configs():
 def export_small_pair(root: Path) -> Path:
     """``root/pair``: a random target and a smaller random draft; ``root/self``: the target paired
     with itself (the same target.pte, with a draft.pte exported from the target)."""
-    from spec_edge.export import build_model, export_draft, export_pair, sha256
+    from spec_edge.export import build_model, export_draft, export_pair
+    from spec_edge.manifest import sha256
     target_config, draft_config = configs()
     target = build_model(target_config, seed=1)
     export_pair(target, target_config, build_model(draft_config, seed=2), draft_config, K, root / "pair",

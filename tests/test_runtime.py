@@ -21,8 +21,9 @@ from small_pair import K, PROMPT, configs, embedding_configs, export_embedding_p
 from stats_utils import chisquare_pvalue
 
 pytest.importorskip("executorch")
-from spec_edge.export import (DRAFT_STEP_TOKENS, ModelConfig, build_model, export_pair, quantize_model,  # noqa: E402
+from spec_edge.export import (ModelConfig, build_model, export_pair, quantize_model,  # noqa: E402
                                quantize_token_embedding)
+from spec_edge.manifest import DRAFT_STEP_TOKENS  # noqa: E402
 from spec_edge.drafters import Drafting  # noqa: E402
 from spec_edge.runtime import PteSpeculativeDecoder, ProgramError  # noqa: E402
 
@@ -394,16 +395,17 @@ def test_programs_carry_their_op_versions_and_shapes(pair):
     program = Runtime.get().load_program((pair / "pair" / "target.pte").read_bytes())
     assert int(program.load_method("k").execute([])[0]) == K
     assert int(program.load_method("vocab_size").execute([])[0]) == 48
-    from spec_edge.export import OP_VERSIONS
+    from spec_edge.manifest import OP_VERSIONS
     assert int(program.load_method("spec_edge_op_version_verify").execute([])[0]) == OP_VERSIONS["spec_edge::verify"]
 
 
 def test_a_program_built_for_another_op_version_is_refused(pair, tmp_path, monkeypatch):
-    import spec_edge.export
+    import spec_edge.manifest
     import spec_edge.runtime
     d = copy_pair(pair, tmp_path)
-    newer = dict(spec_edge.export.OP_VERSIONS, **{"spec_edge::verify": 99})
-    monkeypatch.setattr(spec_edge.runtime, "OP_VERSIONS", newer)
+    newer = dict(spec_edge.manifest.OP_VERSIONS, **{"spec_edge::verify": 99})
+    for module in (spec_edge.manifest, spec_edge.runtime):  # the manifest's reader and the programs' check
+        monkeypatch.setattr(module, "OP_VERSIONS", newer)
     manifest = json.loads((d / "manifest.json").read_text())
     manifest["ops"] = newer  # the manifest agrees; the program itself does not
     (d / "manifest.json").write_text(json.dumps(manifest))

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, active_isa
-from .export import OP_VERSIONS
+from .manifest import OP_VERSIONS
 from .ops import Filters
 
 DEFAULT_PAIR = Path(__file__).resolve().parent / "default_pair"

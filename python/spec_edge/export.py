@@ -50,18 +50,9 @@ import torch
 from . import executorch as se_executorch
 from .draft_vocab import check_draft_vocab, frequent_token_ids, restrict_draft_vocab, stdlib_corpus
 from . import ops  # noqa: F401  (registers the fake kernels the export traces through)
+from .manifest import (DRAFT_STEP_TOKENS, MANIFEST, OP_VERSIONS, TOKENIZER_FILES, reusable, sha256,
+                       write_manifest)
 
-MANIFEST = "manifest.json"
-# The tokenizer and, when the source has them, its BOS/EOS settings and chat template.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json", "chat_template.jinja")
-# The manifest format (2: draft_step takes up to two tokens) and each op's version, bumped when
-# its schema or semantics change: loaders refuse programs built for others. One file, read by
-# the C++ runner's build too.
-_PROGRAM_FORMAT = json.loads((Path(__file__).parent / "program_format.json").read_text())
-MANIFEST_FORMAT: int = _PROGRAM_FORMAT["manifest_format"]
-OP_VERSIONS: dict[str, int] = _PROGRAM_FORMAT["op_versions"]
-# The draft step's tokens: the last one, after the draft's own K-th token when all were accepted.
-DRAFT_STEP_TOKENS = 2
 
 
 @dataclass(frozen=True)
@@ -309,10 +300,6 @@ def export_verify(vocab_size: int, k: int, config: ModelConfig, path: Path) -> b
                   constants=_metadata(vocab_size, k))
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 QUANTIZE_MODES = ("8da4w", "8da8w")
 
 
@@ -397,16 +384,6 @@ def _draft_ids(draft_vocab, corpus, tokenizer, vocab: int) -> list[int] | None:
     return check_draft_vocab(draft_vocab, vocab)
 
 
-def files_sha256(paths) -> str:
-    """One sha256 over files' bytes in order: a checkpoint's identity for program reuse."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 24), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 def state_dict_sha256(model: torch.nn.Module) -> str:
     """A model's identity for program reuse: its tensors' names, dtypes, shapes and bytes."""
     digest = hashlib.sha256()
@@ -414,17 +391,6 @@ def state_dict_sha256(model: torch.nn.Module) -> str:
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
-
-
-def _reusable(out: Path, name: str, key: str) -> bool:
-    """Whether out/name is the program `key` describes: the manifest beside it recorded that key
-    for it, and its bytes still match the manifest's hash."""
-    try:
-        manifest = json.loads((out / MANIFEST).read_text())
-        return (manifest.get("program_keys", {}).get(name) == key
-                and sha256((out / name).read_bytes()) == manifest["programs"][name])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return False
 
 
 def peak_rss_gib() -> float:
@@ -527,7 +493,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         bar = tqdm(steps, desc="export", disable=not progress)
         for name, step in bar:
             start = time.monotonic()
-            if keys.get(name) is not None and _reusable(out, name, keys[name]):
+            if keys.get(name) is not None and reusable(out, name, keys[name]):
                 os.link(out / name, stage / name)
                 hashes[name] = sha256((stage / name).read_bytes())
                 if progress:
@@ -542,23 +508,13 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                 source = Path(tokenizer) if name == "tokenizer.json" else Path(tokenizer).parent / name
                 if name == "tokenizer.json" or source.is_file():
                     (stage / name).write_bytes(source.read_bytes())
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "spec_edge_version": __version__,
-            "vocab_size": target_config.vocab_size,
-            "k": k,
-            "max_context_len": target_config.max_context_len,
-            "prefill_chunk": prefill_chunk,
-            "xnnpack": xnnpack,
-            "quantize": modes,
-            "draft_vocab": None if draft_ids is None else len(draft_ids),
-            "ops": OP_VERSIONS,
-            "programs": hashes,
-            "program_keys": {name: value for name, value in keys.items() if value is not None},
-            "models": {"target": asdict(target_config), "draft": asdict(draft_config)},
-            "tokenizer": "tokenizer.json" if tokenizer is not None else None,
-        }
-        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        write_manifest(stage, spec_edge_version=__version__, vocab_size=target_config.vocab_size, k=k,
+                       max_context_len=target_config.max_context_len, prefill_chunk=prefill_chunk,
+                       xnnpack=xnnpack, quantize=modes, draft_vocab=None if draft_ids is None else len(draft_ids),
+                       programs=hashes,
+                       program_keys={name: value for name, value in keys.items() if value is not None},
+                       models={"target": asdict(target_config), "draft": asdict(draft_config)},
+                       tokenizer="tokenizer.json" if tokenizer is not None else None)
         (out / MANIFEST).unlink(missing_ok=True)
         for name in [*TOKENIZER_FILES, *hashes, MANIFEST]:
             if (stage / name).is_file():

@@ -221,7 +221,8 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
     that share a tokenizer (``export_options``: those of ``export_pair``). ``keep_gguf_precision``
     (with ``quantize``): the target's linears that its file stores above 5 bits per weight get 8-bit
     weights (``gguf_precise_linears``), the others ``quantize``'s."""
-    from .export import export_pair, files_sha256
+    from .export import export_pair
+    from .manifest import files_sha256
     if keep_gguf_precision:
         if export_options.get("quantize") is None:
             raise ValueError("keep_gguf_precision: keeps precise linears of a quantized target; give quantize too")

@@ -189,7 +189,8 @@ def export_hf_pair(target_dir: str | Path, draft_dir: str | Path, k: int, out_di
                    max_context_len: int | None = None, **export_options) -> Path:
     """draft.pte, target.pte, verify.pte, tokenizer.json and the manifest from two local
     checkpoints that share a tokenizer (``export_options``: those of ``export_pair``)."""
-    from .export import build_model, export_pair, files_sha256
+    from .export import build_model, export_pair
+    from .manifest import files_sha256
     check_same_tokenizer(target_dir, draft_dir)
     target_config = read_config(target_dir, max_context_len)
     draft_config = read_config(draft_dir, target_config.max_context_len)

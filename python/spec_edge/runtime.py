@@ -14,7 +14,6 @@ runs too, given as ``target_pte``: its logits go through ``verify.pte``.
 from __future__ import annotations
 
 import functools
-import json
 import numbers
 import threading
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import torch
 
 from . import executorch as se_executorch
-from .export import DRAFT_STEP_TOKENS, MANIFEST, MANIFEST_FORMAT, OP_VERSIONS, sha256
+from .manifest import DRAFT_STEP_TOKENS, MANIFEST, OP_VERSIONS, ProgramError, read_manifest, sha256
 from ._native import check_sampling
 from .drafters import AdaptiveK, Drafting, PromptLookup
 from .ops import Filters, float32_number
@@ -85,19 +84,6 @@ def one_call_at_a_time(method):
         finally:
             busy.release()
     return guarded
-
-
-def _manifest_int(manifest: dict, path: Path, key: str, lo: int, hi: int) -> int:
-    """A manifest number: an int (not a bool, not 8.5) in [lo, hi], or a ProgramError naming it
-    (the C++ runner's manifest_int, word for word)."""
-    value = manifest[key]
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ProgramError(f"{path}: {key} = {json.dumps(value)}: expected an integer in [{lo}, {hi}]")
-    return value
-
-
-class ProgramError(RuntimeError):
-    """A model directory, manifest or program that spec_edge cannot run."""
 
 
 @dataclass
@@ -201,25 +187,12 @@ class PteSpeculativeDecoder:
         self.drafting.check()
         self.dir = Path(model_dir)
         manifest_path = self.dir / MANIFEST
-        if not manifest_path.is_file():
-            raise ProgramError(f"{manifest_path}: manifest not found (is {self.dir} a directory "
-                               "written by export/export_pair.py?)")
-        try:
-            self.manifest = json.loads(manifest_path.read_text())
-            field = lambda key, lo, hi: _manifest_int(self.manifest, manifest_path, key, lo, hi)  # noqa: E731
-            self.vocab_size = field("vocab_size", 1, 2**31)
-            self.max_context_len = field("max_context_len", 2, 2**31)
-            self.max_k = field("k", 1, min(self.max_context_len - 1, 4096))
-            self.prefill_chunk = field("prefill_chunk", 1, self.max_context_len)
-            programs = dict(self.manifest["programs"])
-        except (ValueError, KeyError, TypeError) as error:
-            raise ProgramError(f"{manifest_path}: malformed manifest ({error!r})") from error
-        if self.manifest.get("format") != MANIFEST_FORMAT:
-            raise ProgramError(f"{manifest_path}: manifest format {self.manifest.get('format')!r}; "
-                               f"this spec_edge reads format {MANIFEST_FORMAT}")
-        if self.manifest.get("ops") != OP_VERSIONS:
-            raise ProgramError(f"{manifest_path}: programs built for op versions {self.manifest.get('ops')}, "
-                               f"this spec_edge has {OP_VERSIONS}: export them again")
+        self.manifest = read_manifest(self.dir)
+        self.vocab_size = self.manifest["vocab_size"]
+        self.max_context_len = self.manifest["max_context_len"]
+        self.max_k = self.manifest["k"]
+        self.prefill_chunk = self.manifest["prefill_chunk"]
+        programs = self.manifest["programs"]
         k = None if k is None else integer(k, "k")
         if k is not None and not 1 <= k <= self.max_k:
             raise ProgramError(f"k: the programs were exported for K up to {self.max_k}, got k={k}")

@@ -14,7 +14,7 @@
 #include <executorch/runtime/platform/platform.h>
 #include <nlohmann/json.hpp>
 
-#include "program_format.h"  // kManifestFormat, kOpVersions (the programs carry the versions too)
+#include "program_format.h"  // kManifestFormat, kOpVersions, kDraftStepTokens (spec_edge.manifest's)
 #include "read_file.h"
 #include "sha256.h"
 #include "spec_edge/ops.h"
@@ -112,9 +112,6 @@ TensorPtr int64s(std::vector<int64_t> values, std::vector<executorch::aten::Size
 }
 TensorPtr float1(float v) { return make_tensor_ptr({1}, std::vector<float>{v}); }
 
-// The draft step's tokens: its last one, after the draft's own K-th when all were accepted
-// (spec_edge.export.DRAFT_STEP_TOKENS). A draft further behind catches up through its prefill.
-constexpr size_t kDraftStepTokens = 2;
 constexpr int kMaxNgram = 64;
 
 const Drafting& checked(const Drafting& d) {
