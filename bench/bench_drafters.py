@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 import spec_edge
 from spec_edge.demo import DEFAULT_PAIR, exported_pair
-from spec_edge.runtime import GenerateStats
+from spec_edge.stats import GenerationStats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_verify import write_section  # noqa: E402
@@ -81,7 +81,7 @@ def main():
     for drafter, adaptive in tqdm(SETTINGS, desc="settings"):
         runner = spec_edge.NativeRunner(out, drafter=drafter, adaptive_k=adaptive)
         for workload, ids in prompts.items():
-            spec, base = GenerateStats(accepted_hist=[0] * (runner.k + 1)), GenerateStats()
+            spec, base = GenerationStats(accepted_histogram=[0] * (runner.k + 1)), GenerationStats()
             for prompt in ids:
                 max_new = min(args.max_new, runner.max_context_len - len(prompt) - runner.k - 1)
                 got = runner.generate(prompt, max_new, eos_token_id=eos)
@@ -96,8 +96,8 @@ def main():
     table = ["| workload | drafter | K | tokens/s | target-only tokens/s | speedup | acceptance | "
              "rounds: model / lookup / target alone |", "|---|---|---|---|---|---|---|---|"]
     for workload, drafter, adaptive, spec, base in sorted(rows, key=lambda r: list(prompts).index(r[0])):
-        table.append(f"| {workload} | {drafter} | {'adaptive' if adaptive else 'fixed'} | {spec.tokens_per_s:.1f} | "
-                     f"{base.tokens_per_s:.1f} | {spec.tokens_per_s / base.tokens_per_s:.2f}x | "
+        table.append(f"| {workload} | {drafter} | {'adaptive' if adaptive else 'fixed'} | {spec.tokens_per_second:.1f} | "
+                     f"{base.tokens_per_second:.1f} | {spec.tokens_per_second / base.tokens_per_second:.2f}x | "
                      f"{spec.acceptance_rate:.2f} | {spec.model_rounds} / {spec.lookup_rounds} / {spec.plain_steps} |")
     name = "the shipped default pair" if args.pair == "default" else "the Qwen2.5-Coder pair of `make demo-real`"
     body = "\n".join([f"## Drafters on {name} (`bench/bench_drafters.py --pair {args.pair}`)\n",

@@ -75,20 +75,20 @@ def main():
         # Target-only decoding alternates with speculative decoding prompt by prompt, at every K,
         # so both see the same machine (a shared machine's speed drifts within a run).
         _, spec, base = run(dec, prompts, args.max_new, eos, f"K={k}")
-        share = op_us_per_round(programs, prompts[0], k, {}) * 1e-6 * spec.rounds / (spec.draft_s + spec.target_s)
+        share = op_us_per_round(programs, prompts[0], k, {}) * 1e-6 * spec.rounds / (spec.draft_seconds + spec.target_seconds)
         rows.append((k, spec, base, share))
-    best = max(rows, key=lambda r: r[1].tokens_per_s / r[2].tokens_per_s)
+    best = max(rows, key=lambda r: r[1].tokens_per_second / r[2].tokens_per_second)
     k = best[0]
     dec = decoder(out, k=k)
     _, sspec, sbase = run(dec, prompts, args.max_new, eos, f"sampled K={k}", **SAMPLED)
     sshare = (op_us_per_round(programs, prompts[0], k, SAMPLED) * 1e-6 * sspec.rounds
-              / (sspec.draft_s + sspec.target_s))
+              / (sspec.draft_seconds + sspec.target_seconds))
     training = json.loads((DEFAULT_PAIR / "training.json").read_text())
 
     def row(mode, k, spec, base, share):
-        return (f"| {mode} | {k} | {per_token_acceptance(spec.accepted_hist):.3f} | "
-                f"{spec.new_tokens / spec.rounds:.2f} | {spec.tokens_per_s:.0f} | {base.tokens_per_s:.0f} | "
-                f"**{spec.tokens_per_s / base.tokens_per_s:.2f}x** | {100 * share:.2f}% |")
+        return (f"| {mode} | {k} | {per_token_acceptance(spec.accepted_histogram):.3f} | "
+                f"{spec.new_tokens / spec.rounds:.2f} | {spec.tokens_per_second:.0f} | {base.tokens_per_second:.0f} | "
+                f"**{spec.tokens_per_second / base.tokens_per_second:.2f}x** | {100 * share:.2f}% |")
 
     lines = [
         "## End to end on the default pair through ExecuTorch (`bench/bench_pair.py`)\n",

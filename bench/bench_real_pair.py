@@ -27,7 +27,7 @@ from tqdm import tqdm
 import spec_edge
 from spec_edge.demo import run
 from spec_edge.demo_real import DRAFT, EXPORT, MODELS, PROMPTS, SAMPLED, TARGET, exported, runner
-from spec_edge.runtime import GenerateStats
+from spec_edge.stats import GenerationStats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llama_cpp  # noqa: E402
@@ -38,11 +38,11 @@ MODES = {"greedy": {}, "sampled": SAMPLED}
 CONTEXTS = (128, 512, 1024, 2048)
 
 
-def step_ms(s: GenerateStats) -> dict:
+def step_ms(s: GenerationStats) -> dict:
     """Per-step times: draft step and verify step per round (speculative), decode step (target-only)."""
-    return {"draft": 1e3 * s.draft_s / s.proposed if s.proposed else 0.0,
-            "verify": 1e3 * s.target_s / s.rounds if s.rounds else 0.0,
-            "decode": 1e3 * s.target_s / s.new_tokens if s.new_tokens else 0.0}
+    return {"draft": 1e3 * s.draft_seconds / s.proposed if s.proposed else 0.0,
+            "verify": 1e3 * s.target_seconds / s.rounds if s.rounds else 0.0,
+            "decode": 1e3 * s.target_seconds / s.new_tokens if s.new_tokens else 0.0}
 
 
 def k_sweep(out: Path, prompts, max_new: int, eos) -> tuple[list[str], dict]:
@@ -53,9 +53,9 @@ def k_sweep(out: Path, prompts, max_new: int, eos) -> tuple[list[str], dict]:
         decoder, _ = runner(out, k)
         for mode, sampling in MODES.items():
             _, spec, base = run(decoder, prompts, max_new, eos, f"K={k} {mode}", **sampling)
-            speedup = spec.tokens_per_s / base.tokens_per_s
+            speedup = spec.tokens_per_second / base.tokens_per_second
             s, b = step_ms(spec), step_ms(base)
-            rows.append(f"| {k} | {mode} | {spec.tokens_per_s:.1f} | {base.tokens_per_s:.1f} | {speedup:.2f}x | "
+            rows.append(f"| {k} | {mode} | {spec.tokens_per_second:.1f} | {base.tokens_per_second:.1f} | {speedup:.2f}x | "
                         f"{spec.acceptance_rate:.3f} | {spec.new_tokens / spec.rounds:.2f} | "
                         f"{s['draft']:.1f} ms ({s['draft'] / b['decode']:.2f}) | "
                         f"{s['verify']:.1f} ms ({s['verify'] / b['decode']:.2f}) |")
@@ -72,7 +72,7 @@ def draft_vocab(out: Path, prompts, max_new: int, eos, k: int, n: int) -> list[s
     rows = ["| draft | draft.pte | draft step | / target decode step | acceptance | speculative tokens/s |",
             "|---|---|---|---|---|---|"]
     decoders = {"whole vocabulary": runner(out, k)[0], f"{n} frequent tokens": runner(variant, k)[0]}
-    totals = {name: (GenerateStats(), GenerateStats()) for name in decoders}
+    totals = {name: (GenerationStats(), GenerationStats()) for name in decoders}
     for prompt in tqdm(prompts, desc="draft vocabulary"):
         for name, decoder in decoders.items():
             for speculative, total in zip((True, False), totals[name]):
@@ -81,7 +81,7 @@ def draft_vocab(out: Path, prompts, max_new: int, eos, k: int, n: int) -> list[s
     for (name, (spec, base)), directory in zip(totals.items(), (out, variant)):
         s, b = step_ms(spec), step_ms(base)
         rows.append(f"| {name} | {(directory / 'draft.pte').stat().st_size / 2**20:.1f} MiB | {s['draft']:.1f} ms | "
-                    f"{s['draft'] / b['decode']:.2f} | {spec.acceptance_rate:.3f} | {spec.tokens_per_s:.1f} |")
+                    f"{s['draft'] / b['decode']:.2f} | {spec.acceptance_rate:.3f} | {spec.tokens_per_second:.1f} |")
     return rows
 
 
@@ -137,11 +137,11 @@ def side_by_side(out: Path, prompts, max_new: int, k: int, threads: int, cache: 
         ll_base = llama_cpp.completion(tools, MODELS / TARGET, text, max_new, threads)
         ll_spec = {n: llama_cpp.speculative(tools, MODELS / TARGET, MODELS / DRAFT, text, max_new, threads, n)
                    for n in (4, 8)}
-        best = max(v["tokens_per_s"] for v in ll_spec.values())
-        rows.append(f"| {i + 1} | {base.tokens_per_s:.1f} | {spec.tokens_per_s:.1f} (acc. {spec.acceptance_rate:.2f}) | "
-                    f"{ll_base['tokens_per_s']:.1f} | "
-                    + " | ".join(f"{v['tokens_per_s']:.1f} (acc. {v['acceptance']:.2f})" for v in ll_spec.values())
-                    + f" | {spec.tokens_per_s / best:.2f}x | {spec.tokens_per_s / ll_base['tokens_per_s']:.2f}x |")
+        best = max(v["tokens_per_second"] for v in ll_spec.values())
+        rows.append(f"| {i + 1} | {base.tokens_per_second:.1f} | {spec.tokens_per_second:.1f} (acc. {spec.acceptance_rate:.2f}) | "
+                    f"{ll_base['tokens_per_second']:.1f} | "
+                    + " | ".join(f"{v['tokens_per_second']:.1f} (acc. {v['acceptance']:.2f})" for v in ll_spec.values())
+                    + f" | {spec.tokens_per_second / best:.2f}x | {spec.tokens_per_second / ll_base['tokens_per_second']:.2f}x |")
         s, b = step_ms(spec), step_ms(base)
         where.append(f"- prompt {i + 1}: spec_edge: decode step {b['decode']:.1f} ms, draft step {s['draft']:.1f} ms, "
                      f"verify step {s['verify']:.1f} ms; llama.cpp: decode {ll_base['ms_per_token']:.1f} ms per token, "

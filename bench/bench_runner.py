@@ -22,7 +22,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 import spec_edge
-from spec_edge.runtime import GenerateStats, PteSpeculativeDecoder
+from spec_edge.runtime import PteSpeculativeDecoder
+from spec_edge.stats import GenerationStats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pair import pair_workload  # noqa: E402
@@ -37,7 +38,7 @@ class Cli:
     """spec-edge-run as a decoder: one process per call, its stats from --stats-json."""
 
     def __init__(self, model_dir: Path, k: int):
-        self.dir, self.k, self.stats = model_dir, k, GenerateStats()
+        self.dir, self.k, self.stats = model_dir, k, GenerationStats()
 
     def generate(self, prompt, max_new, temperature=0.0, filters=spec_edge.Filters(), seed=0, speculative=True,
                  eos_token_id=None):
@@ -50,13 +51,13 @@ class Cli:
             out = subprocess.run([str(CLI), *flags, *([] if speculative else ["--no-spec"])], check=True,
                                  capture_output=True, text=True).stdout
             s = json.loads(stats.read_text())
-        self.stats = GenerateStats(**{f: s[f] for f in GenerateStats.__dataclass_fields__})
+        self.stats = GenerationStats(**{f: s[f] for f in GenerationStats.__dataclass_fields__})
         return [int(t) for t in out.split()]
 
 
-def loop_us(s: GenerateStats) -> float:
+def loop_us(s: GenerationStats) -> float:
     """The loop's own time per round (per step when target-only: no rounds)."""
-    return 1e6 * (s.total_s - s.prefill_s - s.draft_s - s.target_s) / (s.rounds or s.new_tokens)
+    return 1e6 * (s.total_seconds - s.prefill_seconds - s.draft_seconds - s.target_seconds) / (s.rounds or s.new_tokens)
 
 
 def main():
@@ -77,7 +78,7 @@ def main():
         "|---|---|---|---|---|---|",
     ]
     for mode, sampling in MODES.items():
-        totals = {name: (GenerateStats(), GenerateStats()) for name in peers}
+        totals = {name: (GenerationStats(), GenerationStats()) for name in peers}
         tokens = {}
         for prompt in tqdm(prompts, desc=mode, unit="prompt"):
             for name, dec in peers.items():
@@ -87,8 +88,8 @@ def main():
                     tokens.setdefault((tuple(prompt), speculative), got)
                     assert got == tokens[(tuple(prompt), speculative)], f"{name} gave other tokens"
         for name, (spec, base) in totals.items():
-            lines.append(f"| {mode} | {name} | {spec.tokens_per_s:.0f} | {base.tokens_per_s:.0f} | "
-                         f"{spec.tokens_per_s / base.tokens_per_s:.2f}x | {loop_us(spec):.0f} us / {loop_us(base):.0f} us |")
+            lines.append(f"| {mode} | {name} | {spec.tokens_per_second:.0f} | {base.tokens_per_second:.0f} | "
+                         f"{spec.tokens_per_second / base.tokens_per_second:.2f}x | {loop_us(spec):.0f} us / {loop_us(base):.0f} us |")
     lines.append("\nThe three front ends gave identical tokens for every prompt (checked while timing).")
     body = "\n".join(lines)
     print(body)

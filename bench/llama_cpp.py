@@ -71,7 +71,7 @@ def completion(tools: dict, model: Path, prompt: str, max_new: int, threads: int
                           check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     output = text.stdout + text.stderr
     ms = _number(r"perf_print:\s+eval time =.*?\(\s*([\d.]+) ms per token", output)
-    return {"tokens_per_s": 1e3 / ms, "ms_per_token": ms}
+    return {"tokens_per_second": 1e3 / ms, "ms_per_token": ms}
 
 
 def speculative(tools: dict, target: Path, draft: Path, prompt: str, max_new: int, threads: int,
@@ -91,7 +91,7 @@ def speculative(tools: dict, target: Path, draft: Path, prompt: str, max_new: in
     # The target evaluates the prompt and every check as batches ("prompt eval" in its report).
     batches_s = _number(r"prompt eval time =\s+([\d.]+) ms", output.split("target:")[-1]) / 1e3
     check_s, rounds = batches_s - encoded_s, predicted - accepted  # a round emits its accepted tokens + 1
-    return {"tokens_per_s": _number(r"decoded\s+\d+ tokens in .*speed:\s+([\d.]+) t/s", output),
+    return {"tokens_per_second": _number(r"decoded\s+\d+ tokens in .*speed:\s+([\d.]+) t/s", output),
             "acceptance": accepted / drafted if drafted else 0.0,
             "check_ms": 1e3 * check_s / rounds, "draft_ms": 1e3 * (decoded_s - check_s) / drafted if drafted else 0.0}
 

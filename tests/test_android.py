@@ -122,11 +122,11 @@ def test_the_java_api_gives_the_clis_tokens(jvm, classes, pair, k):
             assert tokens == cli
             fields = dict(item.split("=", 1) for item in stats.split())
             assert (fields["k"], fields["max_k"], fields["vocab"], fields["context"]) == (str(k), str(K), "48", "96")
-            assert fields["new_tokens"] == "40" and fields["target_s"] == "true"
+            assert fields["new_tokens"] == "40" and fields["target_seconds"] == "true"
             hist = [int(n) for n in fields["hist"].split(",") if n]
             if speculative:
                 assert fields["callbacks"] == fields["rounds"] and sum(hist) == int(fields["rounds"]) > 0
-                assert fields["draft_s"] == "true"
+                assert fields["draft_seconds"] == "true"
             else:
                 assert fields["callbacks"] == "40" and fields["rounds"] == "0"
 

@@ -27,7 +27,7 @@ def test_greedy_speculation_equals_target_greedy_decode(pair, k):
         out = decoder.generate(prompt, max_new)
         assert out == target.greedy_decode(prompt, max_new)
         s = decoder.stats
-        assert sum(s.accepted_hist) == s.rounds and s.accepted + s.rounds == len(out)
+        assert sum(s.accepted_histogram) == s.rounds and s.accepted + s.rounds == len(out)
         accepted += s.accepted
     assert accepted > 0  # the pair agrees often enough for speculation to matter
 

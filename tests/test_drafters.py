@@ -117,9 +117,9 @@ def test_every_drafter_decodes_greedily_as_the_target_alone_and_alike_in_every_f
     assert NATIVE.tokens(pair / "pair", "--max-new", "40", *cli_flags(drafter, adaptive), *SAMPLED_FLAGS,
                          prompt=prompt) == sampled
     s = native.stats
-    assert vars(s) | {"prefill_s": 0, "draft_s": 0, "target_s": 0, "total_s": 0} == \
-        vars(loop.stats) | {"prefill_s": 0, "draft_s": 0, "target_s": 0, "total_s": 0}
-    assert s.model_rounds + s.lookup_rounds == s.rounds and sum(s.accepted_hist) == s.rounds
+    assert vars(s) | {"prefill_seconds": 0, "draft_seconds": 0, "target_seconds": 0, "total_seconds": 0} == \
+        vars(loop.stats) | {"prefill_seconds": 0, "draft_seconds": 0, "target_seconds": 0, "total_seconds": 0}
+    assert s.model_rounds + s.lookup_rounds == s.rounds and sum(s.accepted_histogram) == s.rounds
     assert s.model_proposed + s.lookup_proposed == s.proposed and s.model_accepted + s.lookup_accepted == s.accepted
     assert s.lookup_rounds == 0 if drafter == "model" else s.lookup_rounds > 0 or prompt is PROMPT
     assert s.model_rounds == 0 if drafter == "lookup" else s.model_rounds > 0

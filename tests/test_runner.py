@@ -108,7 +108,7 @@ def test_the_runner_gives_the_python_loops_tokens(pair, k, speculative):
         want = dec.generate(PROMPT, 40, speculative=speculative, **sampling)
         assert NATIVE.tokens(pair / "pair", *flags, *sampling_flags) == want
         assert native.generate(PROMPT, 40, speculative=speculative, **sampling) == want
-        assert native.stats.rounds == dec.stats.rounds and native.stats.accepted_hist == dec.stats.accepted_hist
+        assert native.stats.rounds == dec.stats.rounds and native.stats.accepted_histogram == dec.stats.accepted_histogram
 
 
 def test_stats(pair, tmp_path):
@@ -117,10 +117,10 @@ def test_stats(pair, tmp_path):
     native = spec_edge.NativeRunner(pair / "self")
     native.generate(PROMPT, 30)
     for s in (stats, vars(native.stats)):
-        assert s["new_tokens"] == 30 and sum(s["accepted_hist"]) == s["rounds"] > 0
+        assert s["new_tokens"] == 30 and sum(s["accepted_histogram"]) == s["rounds"] > 0
         assert s["accepted"] == s["proposed"]  # the draft equal to the target: always accepted
-        assert s["draft_s"] > 0 and s["target_s"] > 0 and s["total_s"] > s["prefill_s"]
-    assert stats["tokens_per_s"] > 0 and native.stats.tokens_per_s > 0
+        assert s["draft_seconds"] > 0 and s["target_seconds"] > 0 and s["total_seconds"] > s["prefill_seconds"]
+    assert stats["tokens_per_second"] > 0 and native.stats.tokens_per_second > 0
 
 
 def end_ids(tokens: list[int]) -> list[int]:
@@ -414,7 +414,7 @@ def test_the_shipped_programs_keep_the_acceptance_bar(default_programs):
     hist = [0] * 5
     for text in json.loads((DEFAULT_PAIR / "prompts.json").read_text())[:4]:
         dec.generate(tokenizer.encode(text).ids, 32)
-        hist = [a + b for a, b in zip(hist, dec.stats.accepted_hist)]
+        hist = [a + b for a, b in zip(hist, dec.stats.accepted_histogram)]
     assert per_token_acceptance(hist) >= 0.6
 
 

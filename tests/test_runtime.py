@@ -48,13 +48,13 @@ def test_greedy_equals_target_only_decoding_through_the_same_program(pair):
 def test_any_k_up_to_the_exported_one_runs_the_same_programs(pair, k):
     dec = PteSpeculativeDecoder(pair / "pair", k=k)
     assert dec.generate(PROMPT, 30) == dec.generate(PROMPT, 30, speculative=False)
-    assert len(dec.stats.accepted_hist) == k + 1
+    assert len(dec.stats.accepted_histogram) == k + 1
 
 
 def test_a_draft_equal_to_the_target_is_always_accepted(pair):
     dec = PteSpeculativeDecoder(pair / "self")
     spec = dec.generate(PROMPT, 41)
-    assert dec.stats.accepted_hist[K] == dec.stats.rounds  # every round keeps all K (rollback-free path)
+    assert dec.stats.accepted_histogram[K] == dec.stats.rounds  # every round keeps all K (rollback-free path)
     assert spec == dec.generate(PROMPT, 41, speculative=False)
 
 
@@ -468,15 +468,15 @@ def test_the_draft_cache_always_holds_the_context_before_it_is_read(accepts, dra
 
 
 def test_generate_stats_add_up_over_calls():
-    from spec_edge.runtime import GenerateStats
-    total = GenerateStats(accepted_hist=[0, 0, 0])
+    from spec_edge.stats import GenerationStats
+    total = GenerationStats(accepted_histogram=[0, 0, 0])
     for n in (1, 2):
-        total.add(GenerateStats(new_tokens=4 * n, rounds=n, proposed=2 * n, accepted=n, accepted_hist=[0, n, 0],
-                                prefill_s=0.5, draft_s=0.25 * n, target_s=n, total_s=2.0 * n))
+        total.add(GenerationStats(new_tokens=4 * n, rounds=n, proposed=2 * n, accepted=n, accepted_histogram=[0, n, 0],
+                                prefill_seconds=0.5, draft_seconds=0.25 * n, target_seconds=n, total_seconds=2.0 * n))
     assert (total.new_tokens, total.rounds, total.proposed, total.accepted) == (12, 3, 6, 3)
-    assert (total.prefill_s, total.draft_s, total.target_s, total.total_s) == (1.0, 0.75, 3.0, 6.0)
-    assert total.accepted_hist == [0, 3, 0]
-    assert total.tokens_per_s == 12 / 5.0 and total.acceptance_rate == 0.5
-    target_only = GenerateStats()  # keeps no histogram
-    target_only.add(GenerateStats(new_tokens=3, accepted_hist=[1, 0, 0]))
-    assert target_only.new_tokens == 3 and target_only.accepted_hist == []
+    assert (total.prefill_seconds, total.draft_seconds, total.target_seconds, total.total_seconds) == (1.0, 0.75, 3.0, 6.0)
+    assert total.accepted_histogram == [0, 3, 0]
+    assert total.tokens_per_second == 12 / 5.0 and total.acceptance_rate == 0.5
+    target_only = GenerationStats()  # keeps no histogram
+    target_only.add(GenerationStats(new_tokens=3, accepted_histogram=[1, 0, 0]))
+    assert target_only.new_tokens == 3 and target_only.accepted_histogram == []

@@ -12,7 +12,8 @@ from .analysis import (
     expected_tokens_per_round,
     greedy_acceptance_rate,
 )
-from .decoder import DecodeStats, SpeculativeDecoder
+from .decoder import SpeculativeDecoder
+from .stats import GenerationStats
 from .pte import inspect
 from .ops import (
     BatchVerifyResult,
@@ -38,7 +39,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "BatchVerifyResult", "DecodeStats", "Filters", "NativeRunner", "NativeTokenizer", "SpeculativeDecoder", "VerifyResult", "accept",
+    "BatchVerifyResult", "Filters", "GenerationStats", "NativeRunner", "NativeTokenizer", "SpeculativeDecoder", "VerifyResult", "accept",
     "accept_with_uniforms", "acceptance_rate", "accepted_length_distribution", "active_isa",
     "available_isas", "draft_free_acceptance_rate", "filter_logits", "expected_accepted_length",
     "expected_tokens_per_round", "greedy_acceptance_rate", "has_cuda_kernels", "inspect", "library_path", "load_library",

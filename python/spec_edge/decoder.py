@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
 
 from . import ops
+from .stats import GenerationStats
 
 DraftStep = Callable[[list[int], int], tuple[torch.Tensor, torch.Tensor | None]]
 TargetStep = Callable[[list[int], torch.Tensor], torch.Tensor]
-
-
-@dataclass
-class DecodeStats:
-    """What one ``generate`` call did."""
-
-    rounds: int = 0
-    proposed: int = 0  # draft tokens offered to the target
-    accepted: int = 0  # draft tokens kept
-    accepted_hist: list[int] = field(default_factory=list)  # rounds by accepted length 0..k
-
-    @property
-    def tokens_per_round(self) -> float:
-        return (self.accepted + self.rounds) / self.rounds if self.rounds else 0.0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.accepted / self.proposed if self.proposed else 0.0
 
 
 class SpeculativeDecoder:
@@ -71,7 +53,7 @@ class SpeculativeDecoder:
         self.draft_step, self.target_step = draft_step, target_step
         self.k, self.greedy, self.generator = k, greedy, generator
         self.eos_token_id = eos_token_id
-        self.stats = DecodeStats(accepted_hist=[0] * (k + 1))
+        self.stats = GenerationStats(accepted_histogram=[0] * (k + 1))
 
     def generate(self, prompt_ids: Sequence[int], max_new: int) -> list[int]:
         """Returns up to ``max_new`` new token ids (fewer if ``eos_token_id`` is emitted)."""
@@ -80,15 +62,16 @@ class SpeculativeDecoder:
         prefix = [int(t) for t in prompt_ids]
         if not prefix:
             raise ValueError("prompt_ids: expected at least one token")
-        self.stats = DecodeStats(accepted_hist=[0] * (self.k + 1))
+        self.stats = GenerationStats(accepted_histogram=[0] * (self.k + 1))
         new: list[int] = []
-        while len(new) < max_new:
+        while len(new) < max_new and (not new or new[-1] != self.eos_token_id):
             # a round emits at most k + 1 tokens
             for t in self.step(prefix, k=min(self.k, max_new - len(new) - 1)):
                 new.append(t)
                 prefix.append(t)
                 if t == self.eos_token_id:
-                    return new
+                    break
+        self.stats.new_tokens = len(new)
         return new
 
     def step(self, prefix: Sequence[int], k: int | None = None) -> list[int]:
@@ -109,10 +92,14 @@ class SpeculativeDecoder:
         else:
             result = ops.accept(target, probs, tokens, generator=self.generator)
         n = int(result.n_accepted)
-        self.stats.rounds += 1
-        self.stats.proposed += k
-        self.stats.accepted += n
-        self.stats.accepted_hist[n] += 1
+        s = self.stats  # one drafter, the draft callback: every round is the model's
+        s.rounds += 1
+        s.model_rounds += 1
+        s.proposed += k
+        s.model_proposed += k
+        s.accepted += n
+        s.model_accepted += n
+        s.accepted_histogram[n] += 1
         return tokens[:n].tolist() + [int(result.next_token)]
 
     def _propose(self, prefix: list[int], k: int) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -118,9 +118,9 @@ def run(decoder, prompts: list[list[int]], max_new: int, eos: int | None, desc: 
     """Speculative and (unless ``target_only`` is False) target-only decoding of every prompt:
     (outputs, speculative stats summed, target-only stats summed)."""
     from tqdm import tqdm
-    from .runtime import GenerateStats
-    spec = GenerateStats(accepted_hist=[0] * (decoder.k + 1))
-    base = GenerateStats()
+    from .stats import GenerationStats
+    spec = GenerationStats(accepted_histogram=[0] * (decoder.k + 1))
+    base = GenerationStats()
     outputs = []
     for prompt in tqdm(prompts, desc=desc, unit="prompt", leave=False):
         for speculative, total in ((True, spec), (False, base))[:2 if target_only else 1]:
@@ -136,21 +136,21 @@ def run(decoder, prompts: list[list[int]], max_new: int, eos: int | None, desc: 
 
 
 def report(mode: str, spec, base, k: int):
-    alpha = per_token_acceptance(spec.accepted_hist)
+    alpha = per_token_acceptance(spec.accepted_histogram)
     law = accepted_length_law(alpha, k)
-    rounds = sum(spec.accepted_hist)
-    print(f"\n{mode}: {spec.tokens_per_s:.0f} tokens/s speculative vs {base.tokens_per_s:.0f} target-only "
-          f"= {spec.tokens_per_s / base.tokens_per_s:.2f}x; {spec.new_tokens / rounds:.2f} tokens per target "
+    rounds = sum(spec.accepted_histogram)
+    print(f"\n{mode}: {spec.tokens_per_second:.0f} tokens/s speculative vs {base.tokens_per_second:.0f} target-only "
+          f"= {spec.tokens_per_second / base.tokens_per_second:.2f}x; {spec.new_tokens / rounds:.2f} tokens per target "
           f"call; acceptance per draft token {alpha:.3f}")
     print("   n  rounds  observed  law(alpha)")
-    for n, count in enumerate(spec.accepted_hist):
-        bar = "#" * int(round(30 * count / max(spec.accepted_hist)))
+    for n, count in enumerate(spec.accepted_histogram):
+        bar = "#" * int(round(30 * count / max(spec.accepted_histogram)))
         print(f"  {n:2d}  {count:6d}  {count / rounds:8.3f}  {law[n]:8.3f}  {bar}")
-    decode = spec.total_s - spec.prefill_s
-    other = decode - spec.draft_s - spec.target_s
-    print(f"  time split of speculative decoding: draft {100 * spec.draft_s / decode:.0f}%, target verify "
-          f"(model + verify op) {100 * spec.target_s / decode:.0f}%, loop {100 * other / decode:.0f}%; "
-          f"prefill {spec.prefill_s:.2f}s not counted")
+    decode = spec.total_seconds - spec.prefill_seconds
+    other = decode - spec.draft_seconds - spec.target_seconds
+    print(f"  time split of speculative decoding: draft {100 * spec.draft_seconds / decode:.0f}%, target verify "
+          f"(model + verify op) {100 * spec.target_seconds / decode:.0f}%, loop {100 * other / decode:.0f}%; "
+          f"prefill {spec.prefill_seconds:.2f}s not counted")
     return law
 
 
@@ -200,8 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     sampled_law = report("sampled (T=0.8, top-p 0.95)", sspec, sbase, decoder.k)
 
     png = args.cache / "accepted_lengths.png"
-    plot({f"greedy, K={decoder.k}": (spec.accepted_hist, greedy_law),
-          f"sampled T=0.8 top-p 0.95, K={decoder.k}": (sspec.accepted_hist, sampled_law)}, png)
+    plot({f"greedy, K={decoder.k}": (spec.accepted_histogram, greedy_law),
+          f"sampled T=0.8 top-p 0.95, K={decoder.k}": (sspec.accepted_histogram, sampled_law)}, png)
     print(f"\nhistograms vs law drawn to {png}")
 
 

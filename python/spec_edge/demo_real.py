@@ -68,7 +68,7 @@ def best_k(out: Path, prompts: list[list[int]], max_new: int, eos: list[int]) ->
     for k in range(1, EXPORT["k"] + 1):
         decoder, _ = runner(out, k)
         _, spec, _ = run(decoder, prompts, max_new, eos, f"K={k}", target_only=False)
-        speeds[k] = spec.tokens_per_s
+        speeds[k] = spec.tokens_per_second
         del decoder
     print("greedy K sweep, speculative tokens/s: " + ", ".join(f"K={k} {v:.1f}" for k, v in speeds.items()))
     return max(speeds, key=speeds.get)

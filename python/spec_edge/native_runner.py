@@ -5,7 +5,7 @@ runs in C++ (without the GIL), so each round costs what it costs on the device::
 
     runner = spec_edge.NativeRunner("out/")
     ids = runner.generate(prompt_ids, max_new=64, temperature=0.8, filters=Filters(top_p=0.95), seed=1)
-    runner.stats.tokens_per_s, runner.stats.accepted_hist
+    runner.stats.tokens_per_second, runner.stats.accepted_histogram
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from . import executorch as se_executorch
 from ._native import native_library
 from .drafters import Drafting
 from .ops import Filters
-from .runtime import GenerateStats, eos_ids, integer, one_call_at_a_time, sampling_settings
+from .stats import GenerationStats
+from .runtime import eos_ids, integer, one_call_at_a_time, sampling_settings
 
 _extension = None
 
@@ -57,7 +58,7 @@ class NativeRunner:
         self.dir = Path(model_dir)
         self.k, self.max_k = self._runner.k, self._runner.max_k
         self.vocab_size, self.max_context_len = self._runner.vocab_size, self._runner.max_context_len
-        self.stats = GenerateStats()
+        self.stats = GenerationStats()
 
     @one_call_at_a_time
     def generate(self, prompt_ids, max_new: int, temperature: float = 0.0, filters: Filters = Filters(),
@@ -76,7 +77,7 @@ class NativeRunner:
                                 seed=integer(seed, "seed"))
         tokens = self._runner.generate([int(t) for t in prompt_ids], integer(max_new, "max_new"), sampling, bool(speculative),
                                        eos_ids(eos_token_id), on_tokens)
-        self.stats = GenerateStats(**self._runner.stats())
+        self.stats = GenerationStats(**self._runner.stats())
         return tokens
 
     def stop(self) -> None:

@@ -18,7 +18,7 @@ import numbers
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -29,6 +29,7 @@ from ._native import check_sampling
 from .drafters import AdaptiveK, Drafting, PromptLookup
 from .ops import Filters, float32_number
 from .pte import inspect
+from .stats import GenerationStats
 
 
 
@@ -86,47 +87,6 @@ def one_call_at_a_time(method):
     return guarded
 
 
-@dataclass
-class GenerateStats:
-    """What one ``generate`` call did, and where the time went."""
-
-    new_tokens: int = 0
-    rounds: int = 0
-    proposed: int = 0
-    accepted: int = 0
-    accepted_hist: list[int] = field(default_factory=list)  # verify rounds by accepted length 0..K
-    prefill_s: float = 0.0
-    draft_s: float = 0.0
-    target_s: float = 0.0  # target verify (or decode) steps, the fused op included
-    total_s: float = 0.0
-    # By drafter: verify rounds served, tokens proposed and accepted; plain_steps: rounds in which
-    # prompt lookup had no proposal, decoded by the target alone (one token each).
-    model_rounds: int = 0
-    model_proposed: int = 0
-    model_accepted: int = 0
-    lookup_rounds: int = 0
-    lookup_proposed: int = 0
-    lookup_accepted: int = 0
-    plain_steps: int = 0
-
-    @property
-    def tokens_per_s(self) -> float:
-        decode_s = self.total_s - self.prefill_s
-        return self.new_tokens / decode_s if decode_s > 0 else 0.0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.accepted / self.proposed if self.proposed else 0.0
-
-    def add(self, other: GenerateStats) -> None:
-        """Adds ``other``'s counts, times and (when both keep one) histogram to these: totals over calls."""
-        for f in fields(self):
-            if f.name != "accepted_hist":
-                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
-        if self.accepted_hist and other.accepted_hist:
-            self.accepted_hist = [a + b for a, b in zip(self.accepted_hist, other.accepted_hist)]
-
-
 def _load_program(path: Path, methods: set[str], expected_sha256: str | None):
     """The program at `path` with `methods` loaded; checked against `expected_sha256` (the
     manifest's) before ExecuTorch reads a byte of it (None: a user's own program)."""
@@ -178,7 +138,7 @@ class PteSpeculativeDecoder:
         dec = PteSpeculativeDecoder("out/")
         ids = dec.generate(prompt_ids, max_new=64, temperature=0.8,
                            filters=Filters(top_p=0.95), seed=1)
-        dec.stats.tokens_per_s, dec.stats.accepted_hist
+        dec.stats.tokens_per_second, dec.stats.accepted_histogram
     """
 
     def __init__(self, model_dir: str | Path, k: int | None = None, target_pte: str | Path | None = None,
@@ -227,7 +187,7 @@ class PteSpeculativeDecoder:
         self._check_programs(loaded)
         if self.external_target:
             self._check_llm_target(Path(target_pte))
-        self.stats = GenerateStats()
+        self.stats = GenerationStats()
 
     def _check_llm_target(self, path: Path):
         """A target from ExecuTorch's LLM export: full logits over the vocabulary for up to K+1
@@ -345,7 +305,7 @@ class PteSpeculativeDecoder:
             raise ValueError(f"prompt ({len(prompt)} tokens) + max_new ({max_new}) + K+1 ({self.k + 1}) "
                              f"exceeds the context length {self.max_context_len}")
         fixed = self.sampling_inputs(temperature, filters, [], seed, 0)  # checked before any program runs
-        stats = GenerateStats(accepted_hist=[0] * (self.k + 1))
+        stats = GenerationStats(accepted_histogram=[0] * (self.k + 1))
         t_start = time.perf_counter()
         context = list(prompt)
         self._prefill(self.target["forward" if self.external_target else "prefill"], prompt, 0, len(prompt) - 1)
@@ -356,7 +316,7 @@ class PteSpeculativeDecoder:
         lookup.extend(prompt)
         state = _Round(0, len(prompt) - 1, AdaptiveK(self.k, d.verify_row_cost + d.draft_step_cost),
                        AdaptiveK(self.k, d.verify_row_cost))
-        stats.prefill_s = time.perf_counter() - t_start
+        stats.prefill_seconds = time.perf_counter() - t_start
         new: list[int] = []
         while len(new) < max_new:
             if not speculative:
@@ -372,20 +332,20 @@ class PteSpeculativeDecoder:
             lookup.extend(emitted)
             if stop is not None:
                 break
-        stats.total_s = time.perf_counter() - t_start
+        stats.total_seconds = time.perf_counter() - t_start
         stats.new_tokens = len(new)
         self.stats = stats
         return new
 
-    def _decode_step(self, context: list[int], fixed, filters: Filters, offset: int, stats: GenerateStats) -> int:
+    def _decode_step(self, context: list[int], fixed, filters: Filters, offset: int, stats: GenerationStats) -> int:
         """One token from the target alone, at Philox offset ``offset``."""
         t0 = time.perf_counter()
         token = self._target_decode(context[-1], len(context) - 1, self._call_inputs(fixed, filters, context, offset))
-        stats.target_s += time.perf_counter() - t0
+        stats.target_seconds += time.perf_counter() - t0
         return token
 
     def _round(self, context: list[int], fixed: list[torch.Tensor], filters: Filters, state: _Round,
-               stats: GenerateStats, lookup: PromptLookup) -> list[int]:
+               stats: GenerationStats, lookup: PromptLookup) -> list[int]:
         """One round: proposals from the drafter (prompt lookup's when it serves the round, the
         draft model's otherwise), one fused verify step; returns the emitted tokens. A round
         proposing K tokens takes Philox offsets offset..offset+K (draft steps, then the verify)."""
@@ -421,7 +381,7 @@ class PteSpeculativeDecoder:
         state.offset += k + 1
         return emitted
 
-    def _draft(self, context: list[int], fixed, filters: Filters, state: _Round, k: int, stats: GenerateStats):
+    def _draft(self, context: list[int], fixed, filters: Filters, state: _Round, k: int, stats: GenerationStats):
         """``k`` draft-model steps at Philox offsets state.offset..: (tokens, their logits rows
         [1, k, V] when sampling, else None). The first step also feeds the draft what it has not
         seen of the context."""
@@ -440,11 +400,11 @@ class PteSpeculativeDecoder:
                  *self._call_inputs(fixed, filters, context + drafted, state.offset + i)])
             drafted.append(int(nxt[0]))
             rows.append(logits)
-        stats.draft_s += time.perf_counter() - t0
+        stats.draft_seconds += time.perf_counter() - t0
         return drafted, torch.stack(rows, 1) if sampled else None
 
     def _verify(self, context: list[int], proposed: list[int], rows, fixed, filters: Filters, offset: int,
-                stats: GenerateStats) -> list[int]:
+                stats: GenerationStats) -> list[int]:
         """The fused verify step over the last token and ``proposed`` (``rows``: their draft
         logits, None when greedy), at Philox offset ``offset``: the accepted prefix and one more."""
         t0 = time.perf_counter()
@@ -453,11 +413,11 @@ class PteSpeculativeDecoder:
         accept_len, out = self._target_verify(torch.tensor([[context[-1]] + proposed]), len(context) - 1, rows,
                                               self._call_inputs(fixed, filters, context, offset))
         n = int(accept_len[0])
-        stats.target_s += time.perf_counter() - t0
+        stats.target_seconds += time.perf_counter() - t0
         stats.rounds += 1
         stats.proposed += k
         stats.accepted += n
-        stats.accepted_hist[n] += 1
+        stats.accepted_histogram[n] += 1
         return out[0, :n + 1].tolist()
 
 

@@ -164,15 +164,15 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     const auto& s = runner->stats();
     std::fprintf(stderr, "%lld tokens, %.1f tokens/s (%s), prefill %.3f s\n", static_cast<long long>(s.new_tokens),
-                 s.tokens_per_s(), speculative ? "speculative" : "target only", s.prefill_s);
+                 s.tokens_per_second(), speculative ? "speculative" : "target only", s.prefill_seconds);
     if (speculative) {
       std::fprintf(stderr, "acceptance %.3f over %lld rounds; accepted length histogram:", s.acceptance_rate(),
                    static_cast<long long>(s.rounds));
-      for (size_t n = 0; n < s.accepted_hist.size(); ++n)
-        std::fprintf(stderr, " %zu:%lld", n, static_cast<long long>(s.accepted_hist[n]));
-      const double decode = s.total_s - s.prefill_s;
+      for (size_t n = 0; n < s.accepted_histogram.size(); ++n)
+        std::fprintf(stderr, " %zu:%lld", n, static_cast<long long>(s.accepted_histogram[n]));
+      const double decode = s.total_seconds - s.prefill_seconds;
       std::fprintf(stderr, "\ntime split: draft %.0f%%, target verify %.0f%%, loop %.0f%%\n",
-                   100 * s.draft_s / decode, 100 * s.target_s / decode, 100 * (decode - s.draft_s - s.target_s) / decode);
+                   100 * s.draft_seconds / decode, 100 * s.target_seconds / decode, 100 * (decode - s.draft_seconds - s.target_seconds) / decode);
       if (drafting.drafter != spec_edge::runner::Drafter::kModel)
         std::fprintf(stderr, "draft model: %lld rounds, %lld/%lld accepted; lookup: %lld rounds, %lld/%lld accepted; "
                      "target alone: %lld steps\n", static_cast<long long>(s.model_rounds),
@@ -182,9 +182,9 @@ int main(int argc, char** argv) {
     }
     if (!stats_json.empty()) {
       nlohmann::json j = {{"new_tokens", s.new_tokens}, {"rounds", s.rounds},     {"proposed", s.proposed},
-                          {"accepted", s.accepted},     {"accepted_hist", s.accepted_hist},
-                          {"prefill_s", s.prefill_s},   {"draft_s", s.draft_s}, {"target_s", s.target_s},
-                          {"total_s", s.total_s},       {"tokens_per_s", s.tokens_per_s()},
+                          {"accepted", s.accepted},     {"accepted_histogram", s.accepted_histogram},
+                          {"prefill_seconds", s.prefill_seconds},   {"draft_seconds", s.draft_seconds}, {"target_seconds", s.target_seconds},
+                          {"total_seconds", s.total_seconds},       {"tokens_per_second", s.tokens_per_second()},
                           {"model_rounds", s.model_rounds}, {"model_proposed", s.model_proposed},
                           {"model_accepted", s.model_accepted}, {"lookup_rounds", s.lookup_rounds},
                           {"lookup_proposed", s.lookup_proposed}, {"lookup_accepted", s.lookup_accepted},

@@ -12,7 +12,7 @@ using spec_edge::runner::Drafting;
 using spec_edge::runner::Runner;
 using spec_edge::runner::RunnerError;
 using spec_edge::runner::Sampling;
-using spec_edge::runner::Stats;
+using spec_edge::runner::GenerationStats;
 using spec_edge::runner::TextStream;
 using spec_edge::runner::Tokenizer;
 
@@ -66,12 +66,12 @@ PYBIND11_MODULE(_runner_ext, m) {
       .def("stop", &Runner::stop)  // no GIL needed: sets a flag the loop reads
       .def("stats",
            [](const Runner& runner) {
-             const Stats& s = runner.stats();
+             const GenerationStats& s = runner.stats();
              return py::dict(py::arg("new_tokens") = s.new_tokens, py::arg("rounds") = s.rounds,
                              py::arg("proposed") = s.proposed, py::arg("accepted") = s.accepted,
-                             py::arg("accepted_hist") = s.accepted_hist, py::arg("prefill_s") = s.prefill_s,
-                             py::arg("draft_s") = s.draft_s, py::arg("target_s") = s.target_s,
-                             py::arg("total_s") = s.total_s, py::arg("model_rounds") = s.model_rounds,
+                             py::arg("accepted_histogram") = s.accepted_histogram, py::arg("prefill_seconds") = s.prefill_seconds,
+                             py::arg("draft_seconds") = s.draft_seconds, py::arg("target_seconds") = s.target_seconds,
+                             py::arg("total_seconds") = s.total_seconds, py::arg("model_rounds") = s.model_rounds,
                              py::arg("model_proposed") = s.model_proposed, py::arg("model_accepted") = s.model_accepted,
                              py::arg("lookup_rounds") = s.lookup_rounds, py::arg("lookup_proposed") = s.lookup_proposed,
                              py::arg("lookup_accepted") = s.lookup_accepted, py::arg("plain_steps") = s.plain_steps);

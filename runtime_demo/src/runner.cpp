@@ -190,8 +190,8 @@ class ModuleRunner final : public Runner {
     check(prompt, max_new, s);
     stop_requested_.store(false);
     const auto t_start = std::chrono::steady_clock::now();
-    stats_ = Stats{};
-    stats_.accepted_hist.assign(k_ + 1, 0);
+    stats_ = GenerationStats{};
+    stats_.accepted_histogram.assign(k_ + 1, 0);
     std::vector<int64_t> context = prompt;
     const int64_t prompt_end = static_cast<int64_t>(prompt.size()) - 1;  // the last token goes with the first step
     prefill(*target_, prompt, 0, prompt_end);
@@ -200,7 +200,7 @@ class ModuleRunner final : public Runner {
     lookup_.extend(prompt);
     Round r{0, prompt_end, AdaptiveK(k_, drafting_.verify_row_cost + drafting_.draft_step_cost),
             AdaptiveK(k_, drafting_.verify_row_cost)};
-    stats_.prefill_s = seconds_since(t_start);
+    stats_.prefill_seconds = seconds_since(t_start);
     std::vector<int64_t> out;
     while (static_cast<int64_t>(out.size()) < max_new && !stop_requested_.load()) {
       std::vector<int64_t> emitted;
@@ -221,13 +221,13 @@ class ModuleRunner final : public Runner {
       if (on_tokens) on_tokens(emitted);
       if (at_eos) break;
     }
-    stats_.total_s = seconds_since(t_start);
+    stats_.total_seconds = seconds_since(t_start);
     stats_.new_tokens = static_cast<int64_t>(out.size());
     return out;
   }
 
   void stop() override { stop_requested_.store(true); }
-  const Stats& stats() const override { return stats_; }
+  const GenerationStats& stats() const override { return stats_; }
   int k() const override { return k_; }
   int max_k() const override { return max_k_; }
   int64_t vocab_size() const override { return vocab_; }
@@ -290,7 +290,7 @@ class ModuleRunner final : public Runner {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = call(*target_, "decode_step",
                   with_sampling({int64s({context.back()}, {1, 1}), int64s({pos}, {1})}, s, context, offset));
-    stats_.target_s += seconds_since(t0);
+    stats_.target_seconds += seconds_since(t0);
     return r[0].toTensor().const_data_ptr<int64_t>()[0];
   }
 
@@ -357,7 +357,7 @@ class ModuleRunner final : public Runner {
       if (sampled)
         std::memcpy(draft_rows_.data() + i * vocab_, out[1].toTensor().const_data_ptr<float>(), sizeof(float) * vocab_);
     }
-    stats_.draft_s += seconds_since(t0);
+    stats_.draft_seconds += seconds_since(t0);
     return drafted;
   }
 
@@ -376,11 +376,11 @@ class ModuleRunner final : public Runner {
                                 s, context, offset));
     const int64_t n = r[0].toTensor().const_data_ptr<int64_t>()[0];
     const int64_t* out = r[1].toTensor().const_data_ptr<int64_t>();
-    stats_.target_s += seconds_since(t0);
+    stats_.target_seconds += seconds_since(t0);
     stats_.rounds += 1;
     stats_.proposed += k;
     stats_.accepted += n;
-    stats_.accepted_hist[n] += 1;
+    stats_.accepted_histogram[n] += 1;
     return std::vector<int64_t>(out, out + n + 1);
   }
 
@@ -391,18 +391,18 @@ class ModuleRunner final : public Runner {
   PromptLookup lookup_;                // the context so far, indexed
   std::unique_ptr<Module> draft_, target_;  // no draft_ for the lookup drafter
   std::vector<float> draft_rows_;  // a round's draft logits [K, V], the verify step's input
-  Stats stats_;
+  GenerationStats stats_;
   std::atomic<bool> stop_requested_{false};
 };
 
 }  // namespace
 
-double Stats::tokens_per_s() const {
-  const double decode = total_s - prefill_s;
+double GenerationStats::tokens_per_second() const {
+  const double decode = total_seconds - prefill_seconds;
   return decode > 0 ? new_tokens / decode : 0.0;
 }
 
-double Stats::acceptance_rate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
+double GenerationStats::acceptance_rate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
 
 std::unique_ptr<Runner> Runner::load(const std::string& model_dir, std::optional<int> k, const Drafting& drafting) {
   return std::make_unique<ModuleRunner>(model_dir, k, drafting);

@@ -73,7 +73,7 @@ public final class ApiDriver {
       for (int i = 0; i < flat.length; ++i) flat[i] = streamed.get(i);
       System.out.println(join(flat));
       System.out.printf("k=%d max_k=%d vocab=%d context=%d callbacks=%d new_tokens=%d rounds=%d accepted=%d"
-          + " proposed=%d hist=%s draft_s=%s target_s=%s model_rounds=%d model_proposed=%d model_accepted=%d"
+          + " proposed=%d hist=%s draft_seconds=%s target_seconds=%s model_rounds=%d model_proposed=%d model_accepted=%d"
           + " lookup_rounds=%d lookup_proposed=%d lookup_accepted=%d plain_steps=%d%n", runner.getK(),
           runner.getMaxK(), runner.getVocabSize(), runner.getMaxContextLength(), calls[0], s.newTokens, s.rounds,
           s.accepted, s.proposed, join(s.acceptedHistogram()).replace(" ", ","), s.draftSeconds > 0,

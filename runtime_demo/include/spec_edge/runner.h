@@ -38,16 +38,17 @@ struct Sampling {
   int64_t seed = 0;
 };
 
-// What one generate call did, and where the time went.
-struct Stats {
+// What one generate call did, and where the time went: the fields of spec_edge.GenerationStats
+// (Python) and org.specedge.GenerationStats (Java).
+struct GenerationStats {
   int64_t new_tokens = 0, rounds = 0, proposed = 0, accepted = 0;
-  std::vector<int64_t> accepted_hist;  // verify rounds by accepted length 0..K
+  std::vector<int64_t> accepted_histogram;  // verify rounds by accepted length 0..K
   // By drafter: verify rounds served, tokens proposed and accepted; plain_steps: rounds in which
   // prompt lookup had no proposal, decoded by the target alone (one token each).
   int64_t model_rounds = 0, model_proposed = 0, model_accepted = 0;
   int64_t lookup_rounds = 0, lookup_proposed = 0, lookup_accepted = 0, plain_steps = 0;
-  double prefill_s = 0.0, draft_s = 0.0, target_s = 0.0, total_s = 0.0;
-  double tokens_per_s() const;
+  double prefill_seconds = 0.0, draft_seconds = 0.0, target_seconds = 0.0, total_seconds = 0.0;
+  double tokens_per_second() const;
   double acceptance_rate() const;
 };
 
@@ -73,7 +74,7 @@ class Runner {
   // no generate runs has no effect on the next one.
   virtual void stop() = 0;
 
-  virtual const Stats& stats() const = 0;
+  virtual const GenerationStats& stats() const = 0;
   virtual int k() const = 0;
   virtual int max_k() const = 0;
   virtual int64_t vocab_size() const = 0;

@@ -225,12 +225,12 @@ void native_stop(JNIEnv*, jclass, jlong handle) { session(handle).runner->stop()
 jobject native_stats(JNIEnv* env, jclass, jlong handle) {
   return guarded<jobject>(env, nullptr, [&] {
     const auto& st = session(handle).runner->stats();
-    jlongArray hist = java_ids(env, st.accepted_hist);
+    jlongArray hist = java_ids(env, st.accepted_histogram);
     jlongArray by_drafter = java_ids(env, {st.model_rounds, st.model_proposed, st.model_accepted, st.lookup_rounds,
                                            st.lookup_proposed, st.lookup_accepted, st.plain_steps});
     return env->NewObject(g_refs.stats, g_refs.stats_init, static_cast<jlong>(st.new_tokens),
                           static_cast<jlong>(st.rounds), static_cast<jlong>(st.proposed),
-                          static_cast<jlong>(st.accepted), hist, st.prefill_s, st.draft_s, st.target_s, st.total_s,
+                          static_cast<jlong>(st.accepted), hist, st.prefill_seconds, st.draft_seconds, st.target_seconds, st.total_seconds,
                           by_drafter);
   });
 }
