@@ -71,8 +71,9 @@ def main(argv=None):
     parser.add_argument("--quantize-draft", choices=QUANTIZE_MODES, help="the draft alone (default: as --quantize)")
     parser.add_argument("--group-size", type=int, default=32, help="weight group size for 8da4w")
     parser.add_argument("--keep-gguf-precision", action="store_true",
-                        help="with --quantize and --gguf-target: the target's linears that its file stores above 5 "
-                        "bits per weight (Q5, Q6_K, Q8_0, F16) get 8-bit weights")
+                        help="with --quantize and --gguf-target: the target keeps its file's weights: its 4-bit "
+                        "linears (Q4_0, Q4_1, Q4_K) their values, scales and minima, those above 5 bits per weight "
+                        "(Q5, Q6_K, Q8_0, F16) 8-bit weights")
     parser.add_argument("--draft-vocab", type=int, metavar="N",
                         help="the draft proposes only the N tokens most frequent on --draft-vocab-corpus (a cheaper "
                         "draft step; the output is still the target's)")

@@ -249,3 +249,64 @@ def test_the_linears_a_gguf_file_keeps_precise_are_named(tmp_path):
                                          "quantize too"):
         se_gguf.export_gguf_pair(path, path, 2, tmp_path / "out", keep_gguf_precision=True)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", [Q.Q4_0, Q.Q4_1, Q.Q4_K], ids=lambda k: k.name)
+def test_a_4bit_tensor_is_the_files_groups_exactly(tmp_path, kind):
+    # Every weight the gguf package dequantizes is scale * q + offset of its group of 32, with q
+    # in [-8, 7] (the symmetric 4-bit values 8da4w stores); a group of zero scale keeps its offset.
+    import gguf
+    from gguf_files import random_q4_k
+    from spec_edge.gguf_exact import four_bit_groups
+    rng = np.random.default_rng(0)
+    w = rng.normal(0.0, 0.05, (8, 512)).astype(np.float32)
+    w[0, :32] = 0.25  # Q4_0 / Q4_1: a constant group; Q4_K: overwritten below
+    data = random_q4_k(8, 512, rng) if kind == Q.Q4_K else gguf.quants.quantize(w, kind)
+    if kind == Q.Q4_K:
+        data[0, 4] &= 0xC0  # the first group's 6-bit scale: 0
+    path = tmp_path / "t.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_tensor("w", data, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tensor = gguf.GGUFReader(path).tensors[0]
+    q, scale, offset = four_bit_groups(tensor)
+    want = torch.from_numpy(gguf.quants.dequantize(tensor.data, kind)).reshape(8, 512)
+    got = q.float() * scale.repeat_interleave(32, 1) + offset.repeat_interleave(32, 1)
+    assert q.dtype == torch.int8 and -8 <= q.min() and q.max() <= 7
+    assert torch.equal(got, want)
+    assert (offset == 0).all() == (kind == Q.Q4_0)
+
+
+def test_a_q4_k_target_keeps_the_files_weights_in_its_program(tmp_path):
+    # keep_gguf_precision: the Q4_K linears keep the file's values and scales (8da4w) with their
+    # groups' offsets (an 8-bit linear over the group sums), the Q8_0 ones get 8-bit weights.
+    # Their weights are the file's to the offsets' 8-bit rounding; a plain 8da4w export (the
+    # negative control) quantizes the file's weights again, 20 times as far off. The program's
+    # logits equal the eager model's.
+    from spec_edge.export import quantize_model
+    from spec_edge.gguf_checkpoint import gguf_config, gguf_model, gguf_precise_linears, gguf_tensors
+    from spec_edge.gguf_exact import ExactFourBitLinear
+    path = write_gguf(tmp_path / "t.gguf", random_model("qwen2", dim=256), TOKENIZER, **QWEN2, kind=Q.Q4_K,
+                      types={"output.weight": Q.Q8_0})
+    config = gguf_config(path, 64)
+    source = dict(gguf_tensors(path, config))
+    exact = gguf_model(path, config, exact_four_bit=True)
+    assert sum(isinstance(m, ExactFourBitLinear) for m in exact.modules()) == 2 * 7
+    requantized = quantize_model(gguf_model(path, config), "8da4w", 32)
+    for name in ("layers.0.attention.wq", "layers.1.attention.wk", "layers.1.feed_forward.w2"):
+        layer, want = exact.get_submodule(name), source[name + ".weight"]
+        kept = layer.weight.dequantize() + (layer.offset.dequantize() / 32).repeat_interleave(32, 1)
+        error = (kept - want).norm() / want.norm()
+        control = (requantized.get_submodule(name).weight.dequantize() - want).norm() / want.norm()
+        assert error < 0.01 and control > 5 * error, (name, error, control)
+    quantize_model(exact, "8da4w", 32, gguf_precise_linears(path))
+    ids = IDS[:, :3]
+    with torch.no_grad():
+        eager = exact(ids, {"input_pos": torch.tensor([0])})
+    out = se_gguf.export_gguf_pair(path, path, 3, tmp_path / "pte", max_context_len=64, quantize="8da4w",
+                                   keep_gguf_precision=True, progress=False)
+    program = PteSpeculativeDecoder(out).target_logits(ids, torch.tensor([0]))
+    assert (program - eager).abs().max() < 2e-3 * eager.abs().max()

@@ -154,16 +154,39 @@ def load_gguf(path: str | Path, max_context_len: int | None = None) -> tuple[Mod
     return config, dict(gguf_tensors(path, config))
 
 
-def gguf_model(path: str | Path, config: ModelConfig) -> torch.nn.Module:
+def gguf_model(path: str | Path, config: ModelConfig, exact_four_bit: bool = False) -> torch.nn.Module:
     """The ExecuTorch model of a GGUF file, its weights streamed in a tensor at a time: memory
-    holds the fp32 model and one dequantized tensor, never a second copy of the weights."""
+    holds the fp32 model and one dequantized tensor, never a second copy of the weights.
+    ``exact_four_bit``: the linears the file stores in a 4-bit type become ExactFourBitLinear
+    (gguf_exact.py), the file's own values and scales in 8da4w, which a later model-wide
+    quantization leaves alone."""
     from .export import build_model
     try:
-        return build_model(config, gguf_tensors(path, config))
+        model = build_model(config, gguf_tensors(path, config))
     except CheckpointError:
         raise
     except ValueError as error:
         raise CheckpointError(f"{path}: {error}") from error
+    if exact_four_bit:
+        _keep_four_bit(model, Path(path), config)
+    return model
+
+
+def _keep_four_bit(model: torch.nn.Module, path: Path, config: ModelConfig) -> None:
+    from executorch.examples.models.checkpoint import get_mapped_key
+    from .gguf_exact import EXACT_TYPES, ExactFourBitLinear, four_bit_groups
+    reader, architecture = _reader(path)
+    for tensor in reader.tensors:
+        if tensor.tensor_type.name not in EXACT_TYPES or tensor.name == "token_embd.weight":
+            continue
+        name = get_mapped_key(tensor.name, _TO_EXECUTORCH).removesuffix(".weight")
+        q, scale, offset = four_bit_groups(tensor)
+        if architecture == "qwen2" and name.endswith((".wq", ".wk")):
+            heads = config.n_heads if name.endswith(".wq") else config.n_kv_heads or config.n_heads
+            q, scale, offset = (_interleave_rotary(t, heads, config.head_dim) for t in (q, scale, offset))
+        owner_name, _, attribute = name.rpartition(".")
+        owner = model.get_submodule(owner_name)
+        setattr(owner, attribute, ExactFourBitLinear(q, scale, offset, getattr(owner, attribute).bias))
 
 
 def save_gguf_tokenizer(path: str | Path, directory: str | Path):
@@ -219,8 +242,9 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
                      **export_options) -> Path:
     """draft.pte, target.pte, verify.pte, the tokenizer and the manifest from two GGUF files
     that share a tokenizer (``export_options``: those of ``export_pair``). ``keep_gguf_precision``
-    (with ``quantize``): the target's linears that its file stores above 5 bits per weight get 8-bit
-    weights (``gguf_precise_linears``), the others ``quantize``'s."""
+    (with ``quantize``) keeps the target's weights as its file has them: the linears it stores in a
+    4-bit type keep their values and scales (gguf_exact.py), those above 5 bits per weight get
+    8-bit weights (``gguf_precise_linears``), the others ``quantize``'s."""
     from .export import export_pair
     from .manifest import files_sha256
     if keep_gguf_precision:
@@ -228,6 +252,8 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
             raise ValueError("keep_gguf_precision: keeps precise linears of a quantized target; give quantize too")
         export_options["quantize_linears"] = gguf_precise_linears(target_file)
     sources = {role: "gguf " + files_sha256([path]) for role, path in (("target", target_file), ("draft", draft_file))}
+    if keep_gguf_precision:  # not the program of a plain 8da4w export of the same file
+        sources["target"] += " exact-4-bit"
     with tempfile.TemporaryDirectory() as scratch:
         target_dir, draft_dir = Path(scratch) / "target", Path(scratch) / "draft"
         check_same_tokenization(save_gguf_tokenizer(target_file, target_dir), Path(target_file),
@@ -235,7 +261,7 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
         target_config = gguf_config(target_file, max_context_len)
         draft_config = gguf_config(draft_file, target_config.max_context_len)
         # Built one at a time, each when its program is exported (unless the one in out_dir is reused).
-        out = export_pair(lambda: gguf_model(target_file, target_config), target_config,
+        out = export_pair(lambda: gguf_model(target_file, target_config, keep_gguf_precision), target_config,
                           lambda: gguf_model(draft_file, draft_config), draft_config, k, out_dir,
                           tokenizer=target_dir / "tokenizer.json", sources=sources, **export_options)
     if export_options.get("progress", True):
