@@ -65,8 +65,10 @@ def main():
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--keep-gguf-precision", action="store_true",
+                        help="measure the export that keeps the file's weights (its own --cache directory)")
     args = parser.parse_args()
-    out = exported(MODELS, args.cache)
+    out = exported(MODELS, args.cache, keep_gguf_precision=args.keep_gguf_precision)
     tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
     text, ids = held_out(tokenizer, args.chunks * args.context)
     chunks = torch.tensor(ids).view(args.chunks, args.context)
@@ -92,12 +94,15 @@ def main():
                                                 args.context, args.threads, args.chunks)
     top1 = torch.cat(agree).mean().item()
     base = ppl["transformers"]
+    kept = " --keep-gguf-precision" if args.keep_gguf_precision else ""
+    weights = ", the file's weights kept" if kept else ""
     body = "\n".join([
-        "## The exported target against its source (`bench/bench_quality.py`)\n",
+        f"## The exported target against its source (`bench/bench_quality.py{kept}`)\n",
         f"`{TARGET}`: perplexity on {args.chunks} chunks x {args.context} tokens of held-out text "
         f"(the Python standard library's {' and '.join(TEXTS)}), each chunk scoring its second half as "
         "`llama-perplexity` does. target.pte is the `make demo-real` export "
-        f"({EXPORT['quantize']}, group {EXPORT['group_size']}, embeddings {EXPORT['quantize_embedding']}).\n",
+        f"({EXPORT['quantize']}, group {EXPORT['group_size']}, embeddings {EXPORT['quantize_embedding']}"
+        f"{weights}).\n",
         "| model | perplexity | against transformers |", "|---|---|---|",
         *(f"| {name} | {value:.4f} | {value / base - 1:+.2%} |" for name, value in
           (("transformers, dequantized GGUF (fp32): the source", base), ("llama.cpp on the GGUF file", ppl["llama.cpp"]),
@@ -108,7 +113,7 @@ def main():
     ])
     print(body)
     if args.write:
-        write_section(args.write, "bench_quality", body)
+        write_section(args.write, "bench_quality" + ("_kept" if kept else ""), body)
 
 
 if __name__ == "__main__":

@@ -306,7 +306,10 @@ def test_a_q4_k_target_keeps_the_files_weights_in_its_program(tmp_path):
     ids = IDS[:, :3]
     with torch.no_grad():
         eager = exact(ids, {"input_pos": torch.tensor([0])})
-    out = se_gguf.export_gguf_pair(path, path, 3, tmp_path / "pte", max_context_len=64, quantize="8da4w",
-                                   keep_gguf_precision=True, progress=False)
-    program = PteSpeculativeDecoder(out).target_logits(ids, torch.tensor([0]))
-    assert (program - eager).abs().max() < 2e-3 * eager.abs().max()
+    from executorch.runtime import Runtime
+    import spec_edge.executorch
+    se_export.export_target(exact, config, 3, tmp_path / "target.pte", 4)
+    spec_edge.executorch.load()
+    program = Runtime.get().load_program(tmp_path / "target.pte")
+    got = program.load_method("logits").execute([ids, torch.tensor([0])])[0]
+    assert (got - eager).abs().max() < 2e-3 * eager.abs().max()

@@ -37,10 +37,11 @@ SAMPLED = dict(temperature=0.8, filters=Filters(top_p=0.95), seed=1)
 
 
 def exported(models: Path = MODELS, out: Path = Path("build/real/qwen-coder"), draft_vocab: int | None = None,
-             reuse_target: Path | None = None) -> Path:
+             reuse_target: Path | None = None, keep_gguf_precision: bool = False) -> Path:
     """The pair's programs in ``out``: exported once, reused while the files and settings match.
     ``draft_vocab``: a draft over that many frequent tokens; ``reuse_target``: a directory whose
-    target.pte (same file, same settings) is linked in rather than exported again."""
+    target.pte (same file, same settings) is linked in rather than exported again;
+    ``keep_gguf_precision``: the target keeps the file's weights (export_gguf_pair)."""
     from .gguf_checkpoint import export_gguf_pair
     missing = [name for name in (TARGET, DRAFT) if not (models / name).is_file()]
     if missing:
@@ -51,7 +52,8 @@ def exported(models: Path = MODELS, out: Path = Path("build/real/qwen-coder"), d
             (out / name).unlink(missing_ok=True)
             os.link(reuse_target / name, out / name)
     with quiet_dependencies():
-        return export_gguf_pair(models / TARGET, models / DRAFT, out_dir=out, draft_vocab=draft_vocab, **EXPORT)
+        return export_gguf_pair(models / TARGET, models / DRAFT, out_dir=out, draft_vocab=draft_vocab,
+                                keep_gguf_precision=keep_gguf_precision, **EXPORT)
 
 
 def runner(out: Path, k: int):
