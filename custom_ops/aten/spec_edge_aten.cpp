@@ -1,6 +1,7 @@
-// torch.ops.spec_edge: the schemas (the one place they are written) and the kernels for CPU
-// tensors (the core) and, in a build with SPEC_EDGE_BUILD_CUDA, CUDA tensors (custom_ops/cuda).
-// Argument plumbing only; every value check and all math live in the core.
+// torch.ops.spec_edge: the ops defined from their schemas (spec_edge/op_schemas.h), and their
+// kernels, registered per dispatch key: for CPU tensors over the core and, in a build with
+// SPEC_EDGE_BUILD_CUDA, for CUDA tensors over custom_ops/cuda. One argument plumbing, a template
+// over the backend; every value check and all math live in the core.
 #include <ATen/ATen.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -9,6 +10,7 @@
 
 #include "spec_edge/attention.h"
 #include "spec_edge/dispatch.h"
+#include "spec_edge/op_schemas.h"
 #include "spec_edge/ops.h"
 #if defined(SPEC_EDGE_WITH_CUDA)
 #include "spec_edge/cuda_ops.h"
@@ -70,6 +72,30 @@ class Placement {
   const char* name_;
   c10::DeviceGuard guard_;
 };
+
+// The sampling ops of one device, as the kernels call them: Backend::op(where, args...).
+#define SPEC_EDGE_SAMPLING_OPS(X) X(verify_greedy) X(accept) X(verify) X(sample) X(filter_logits)
+
+#define CPU_CALL(op) \
+  template <class... Args> \
+  static Status op(const Placement&, const Args&... args) { return spec_edge::op(args...); }
+struct CpuBackend {
+  SPEC_EDGE_SAMPLING_OPS(CPU_CALL)
+};
+#undef CPU_CALL
+
+#if defined(SPEC_EDGE_WITH_CUDA)
+// The CUDA build's ops, on the current stream of the placement's device.
+#define CUDA_CALL(op)                                                        \
+  template <class... Args>                                                   \
+  static Status op(const Placement& where, const Args&... args) {           \
+    return spec_edge::cuda::op(args..., where.stream());                     \
+  }
+struct CudaBackend {
+  SPEC_EDGE_SAMPLING_OPS(CUDA_CALL)
+};
+#undef CUDA_CALL
+#endif
 
 void check_cpu(const at::Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(t.device().is_cpu(), name, ": expected a CPU tensor, got one on ", t.device());
@@ -151,8 +177,7 @@ void prepare_outputs(at::Tensor& a, at::Tensor& b, bool single, int64_t batch, c
   }
 }
 
-// verify_greedy.out(Tensor target_probs, Tensor draft_tokens, *, Tensor(a!) n_accepted,
-//                   Tensor(b!) next_token) -> (Tensor(a!), Tensor(b!))
+template <class Backend>
 std::tuple<at::Tensor&, at::Tensor&> verify_greedy_out(const at::Tensor& target_probs,
                                                        const at::Tensor& draft_tokens,
                                                        at::Tensor& n_accepted,
@@ -165,26 +190,20 @@ std::tuple<at::Tensor&, at::Tensor&> verify_greedy_out(const at::Tensor& target_
   const spec_edge::Tokens d = tokens_view(tokens, "draft_tokens", where);
   prepare_outputs(n_accepted, next_token, single, t.batch, where);
   const spec_edge::VerifyResult out{n_accepted.data_ptr<int64_t>(), next_token.data_ptr<int64_t>()};
-#if defined(SPEC_EDGE_WITH_CUDA)
-  if (where.cuda()) {
-    raise_if_error(spec_edge::cuda::verify_greedy(t, d, out, where.stream()));
-    return {n_accepted, next_token};
-  }
-#endif
-  raise_if_error(spec_edge::verify_greedy(t, d, out));
+  raise_if_error(Backend::verify_greedy(where, t, d, out));
   return {n_accepted, next_token};
 }
 
+template <class Backend>
 std::tuple<at::Tensor, at::Tensor> verify_greedy(const at::Tensor& target_probs,
                                                  const at::Tensor& draft_tokens) {
   const auto options = target_probs.options().dtype(at::kLong);
   at::Tensor n = at::empty({0}, options), next = at::empty({0}, options);
-  verify_greedy_out(target_probs, draft_tokens, n, next);
+  verify_greedy_out<Backend>(target_probs, draft_tokens, n, next);
   return {n, next};
 }
 
-// accept.out(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms, *,
-//            Tensor(a!) n_accepted, Tensor(b!) next_token) -> (Tensor(a!), Tensor(b!))
+template <class Backend>
 std::tuple<at::Tensor&, at::Tensor&> accept_out(const at::Tensor& target_probs,
                                                 const std::optional<at::Tensor>& draft_probs,
                                                 const at::Tensor& draft_tokens,
@@ -215,22 +234,17 @@ std::tuple<at::Tensor&, at::Tensor&> accept_out(const at::Tensor& target_probs,
   prepare_outputs(n_accepted, next_token, single, p.batch, where);
   const spec_edge::Rows* qp = draft_probs.has_value() ? &q : nullptr;
   const spec_edge::VerifyResult out{n_accepted.data_ptr<int64_t>(), next_token.data_ptr<int64_t>()};
-#if defined(SPEC_EDGE_WITH_CUDA)
-  if (where.cuda()) {
-    raise_if_error(spec_edge::cuda::accept(p, qp, d, uv, out, where.stream()));
-    return {n_accepted, next_token};
-  }
-#endif
-  raise_if_error(spec_edge::accept(p, qp, d, uv, out));
+  raise_if_error(Backend::accept(where, p, qp, d, uv, out));
   return {n_accepted, next_token};
 }
 
+template <class Backend>
 std::tuple<at::Tensor, at::Tensor> accept(const at::Tensor& target_probs,
                                           const std::optional<at::Tensor>& draft_probs,
                                           const at::Tensor& draft_tokens, const at::Tensor& uniforms) {
   const auto options = target_probs.options().dtype(at::kLong);
   at::Tensor n = at::empty({0}, options), next = at::empty({0}, options);
-  accept_out(target_probs, draft_probs, draft_tokens, uniforms, n, next);
+  accept_out<Backend>(target_probs, draft_probs, draft_tokens, uniforms, n, next);
   return {n, next};
 }
 
@@ -295,9 +309,7 @@ struct FilterParams {
   }
 };
 
-// verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature,
-//            Tensor seed, Tensor offset, Tensor? num_draft=None, Tensor? top_k=None, ...,
-//            *, Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
+template <class Backend>
 std::tuple<at::Tensor&, at::Tensor&> verify_out(
     const at::Tensor& target_logits, const at::Tensor& draft_logits, const at::Tensor& draft_tokens,
     const at::Tensor& temperature, const at::Tensor& seed, const at::Tensor& offset,
@@ -336,16 +348,11 @@ std::tuple<at::Tensor&, at::Tensor&> verify_out(
   TORCH_CHECK_VALUE(accept_len.is_contiguous() && out.is_contiguous(),
                     "out tensors must be contiguous");
   const spec_edge::VerifyOutput result{accept_len.data_ptr<int64_t>(), out.data_ptr<int64_t>(), p.rows};
-#if defined(SPEC_EDGE_WITH_CUDA)
-  if (where.cuda()) {
-    raise_if_error(spec_edge::cuda::verify(p, q, d, params, result, where.stream()));
-    return {accept_len, out};
-  }
-#endif
-  raise_if_error(spec_edge::verify(p, q, d, params, result));
+  raise_if_error(Backend::verify(where, p, q, d, params, result));
   return {accept_len, out};
 }
 
+template <class Backend>
 std::tuple<at::Tensor, at::Tensor> verify(
     const at::Tensor& target_logits, const at::Tensor& draft_logits, const at::Tensor& draft_tokens,
     const at::Tensor& temperature, const at::Tensor& seed, const at::Tensor& offset,
@@ -353,7 +360,7 @@ std::tuple<at::Tensor, at::Tensor> verify(
     const OptTensor& min_p, const OptTensor& repetition_penalty, const OptTensor& prev_tokens) {
   const auto options = target_logits.options().dtype(at::kLong);
   at::Tensor len = at::empty({0}, options), out = at::empty({0}, options);
-  verify_out(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft, top_k,
+  verify_out<Backend>(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft, top_k,
              top_p, min_p, repetition_penalty, prev_tokens, len, out);
   return {len, out};
 }
@@ -365,8 +372,7 @@ spec_edge::Rows logits_view(const at::Tensor& logits, at::Tensor& holder, const 
   return rows_view(holder, "logits", where);
 }
 
-// sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, Tensor? top_k=None,
-//            ..., *, Tensor(a!) out) -> Tensor(a!)
+template <class Backend>
 at::Tensor& sample_out(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seed,
                        const at::Tensor& offset, const OptTensor& top_k, const OptTensor& top_p,
                        const OptTensor& min_p, const OptTensor& repetition_penalty,
@@ -382,28 +388,22 @@ at::Tensor& sample_out(const at::Tensor& logits, const at::Tensor& temperature, 
   where.check(out, "out");
   at::native::resize_output(out, {r.batch});
   TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
-#if defined(SPEC_EDGE_WITH_CUDA)
-  if (where.cuda()) {
-    raise_if_error(spec_edge::cuda::sample(r, params, out.data_ptr<int64_t>(), where.stream()));
-    return out;
-  }
-#endif
-  raise_if_error(spec_edge::sample(r, params, out.data_ptr<int64_t>()));
+  raise_if_error(Backend::sample(where, r, params, out.data_ptr<int64_t>()));
   return out;
 }
 
+template <class Backend>
 at::Tensor sample(const at::Tensor& logits, const at::Tensor& temperature, const at::Tensor& seed,
                   const at::Tensor& offset, const OptTensor& top_k, const OptTensor& top_p,
                   const OptTensor& min_p, const OptTensor& repetition_penalty,
                   const OptTensor& prev_tokens) {
   at::Tensor out = at::empty({0}, logits.options().dtype(at::kLong));
-  sample_out(logits, temperature, seed, offset, top_k, top_p, min_p, repetition_penalty,
+  sample_out<Backend>(logits, temperature, seed, offset, top_k, top_p, min_p, repetition_penalty,
              prev_tokens, out);
   return out;
 }
 
-// filter_logits.out(Tensor logits, Tensor temperature, Tensor? top_k=None, ..., *,
-//                   Tensor(a!) out) -> Tensor(a!)
+template <class Backend>
 at::Tensor& filter_logits_out(const at::Tensor& logits, const at::Tensor& temperature,
                               const OptTensor& top_k, const OptTensor& top_p,
                               const OptTensor& min_p, const OptTensor& repetition_penalty,
@@ -420,22 +420,17 @@ at::Tensor& filter_logits_out(const at::Tensor& logits, const at::Tensor& temper
   at::native::resize_output(out, logits.sizes());
   TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
   at::Tensor result = out.scalar_type() == at::kFloat ? out : at::empty(logits.sizes(), where.options(at::kFloat));
-#if defined(SPEC_EDGE_WITH_CUDA)
-  if (where.cuda())
-    raise_if_error(spec_edge::cuda::filter_logits(r, T, filter.filters, result.data_ptr<float>(), r.vocab,
-                                                  where.stream()));
-  else
-#endif
-    raise_if_error(spec_edge::filter_logits(r, T, filter.filters, result.data_ptr<float>(), r.vocab));
+  raise_if_error(Backend::filter_logits(where, r, T, filter.filters, result.data_ptr<float>(), r.vocab));
   if (!result.is_same(out)) out.copy_(result);
   return out;
 }
 
+template <class Backend>
 at::Tensor filter_logits(const at::Tensor& logits, const at::Tensor& temperature,
                          const OptTensor& top_k, const OptTensor& top_p, const OptTensor& min_p,
                          const OptTensor& repetition_penalty, const OptTensor& prev_tokens) {
   at::Tensor out = at::empty({0}, logits.options());
-  filter_logits_out(logits, temperature, top_k, top_p, min_p, repetition_penalty, prev_tokens, out);
+  filter_logits_out<Backend>(logits, temperature, top_k, top_p, min_p, repetition_penalty, prev_tokens, out);
   return out;
 }
 
@@ -452,7 +447,6 @@ spec_edge::Heads<T> heads_view(const at::Tensor& t, const char* name) {
                              t.stride(0), t.stride(1), t.stride(2)};
 }
 
-// update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)
 // `out` is a one-element placeholder (the op's effect is on `cache`), as in ExecuTorch's own.
 at::Tensor& update_cache_out(const at::Tensor& value, at::Tensor& cache, int64_t start_pos, at::Tensor& out) {
   const at::Tensor v = value.dim() == 4 && value.size(3) > 1 && value.stride(3) != 1 ? value.contiguous() : value;
@@ -468,8 +462,6 @@ at::Tensor update_cache(const at::Tensor& value, at::Tensor& cache, int64_t star
   return out;
 }
 
-// attention.out(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos, *, Tensor(a!) out)
-//   -> Tensor(a!)
 at::Tensor& attention_out(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                           int64_t start_pos, at::Tensor& out) {
   const at::Tensor qc = q.dim() == 4 && q.size(3) > 1 && q.stride(3) != 1 ? q.contiguous() : q;
@@ -493,66 +485,30 @@ at::Tensor attention(const at::Tensor& q, const at::Tensor& k_cache, const at::T
 
 }  // namespace
 
-#define FILTERS \
-  "Tensor? top_k=None, Tensor? top_p=None, Tensor? min_p=None, Tensor? repetition_penalty=None, Tensor? prev_tokens=None"
-
 TORCH_LIBRARY(spec_edge, m) {
-  m.def(
-      "verify_greedy(Tensor target_probs, Tensor draft_tokens) "
-      "-> (Tensor n_accepted, Tensor next_token)");
-  m.def(
-      "verify_greedy.out(Tensor target_probs, Tensor draft_tokens, *, Tensor(a!) n_accepted, "
-      "Tensor(b!) next_token) -> (Tensor(a!) n_accepted, Tensor(b!) next_token)");
-  m.def(
-      "accept(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms) "
-      "-> (Tensor n_accepted, Tensor next_token)");
-  m.def(
-      "accept.out(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms, "
-      "*, Tensor(a!) n_accepted, Tensor(b!) next_token) "
-      "-> (Tensor(a!) n_accepted, Tensor(b!) next_token)");
-  // Filters: None (the default) is off; see ops.h.
-  m.def(
-      "verify(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature, "
-      "Tensor seed, Tensor offset, Tensor? num_draft=None, " FILTERS
-      ") -> (Tensor accept_len, Tensor out)");
-  m.def(
-      "verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, "
-      "Tensor temperature, Tensor seed, Tensor offset, Tensor? num_draft=None, " FILTERS
-      ", *, Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!) accept_len, Tensor(b!) out)");
-  m.def("sample(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, " FILTERS
-        ") -> Tensor");
-  m.def(
-      "sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, " FILTERS
-      ", *, Tensor(a!) out) -> Tensor(a!)");
-  m.def("filter_logits(Tensor logits, Tensor temperature, " FILTERS ") -> Tensor");
-  m.def("filter_logits.out(Tensor logits, Tensor temperature, " FILTERS
-        ", *, Tensor(a!) out) -> Tensor(a!)");
-  // The model side of exported programs (attention.h).
-  m.def("update_cache(Tensor value, Tensor(a!) cache, SymInt start_pos) -> Tensor");
-  m.def("update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)");
-  m.def("attention(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos) -> Tensor");
-  m.def("attention.out(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos, *, Tensor(a!) out) -> Tensor(a!)");
+#define DEFINE(name, ...)                       \
+  m.def(spec_edge::schema::name.data());        \
+  m.def(spec_edge::schema::name##_out.data());
+  SPEC_EDGE_OPS(DEFINE)
+#undef DEFINE
 }
 
-// One set of kernels for every device: they dispatch on the score tensors' device themselves.
-#define SPEC_EDGE_IMPLS(m)                          \
-  m.impl("verify_greedy", &verify_greedy);         \
-  m.impl("verify_greedy.out", &verify_greedy_out); \
-  m.impl("accept", &accept);                       \
-  m.impl("accept.out", &accept_out);               \
-  m.impl("verify", &verify);                       \
-  m.impl("verify.out", &verify_out);               \
-  m.impl("sample", &sample);                       \
-  m.impl("sample.out", &sample_out);               \
-  m.impl("filter_logits", &filter_logits);         \
-  m.impl("filter_logits.out", &filter_logits_out);
+// The sampling ops' kernels for tensors of one backend.
+#define IMPL(name)                                   \
+  m.impl(#name, &name<Backend>);                     \
+  m.impl(#name ".out", &name##_out<Backend>);
+template <class Backend>
+void register_sampling_ops(torch::Library& m) {
+  SPEC_EDGE_SAMPLING_OPS(IMPL)
+}
+#undef IMPL
 
 #if defined(SPEC_EDGE_WITH_CUDA)
-TORCH_LIBRARY_IMPL(spec_edge, CUDA, m) { SPEC_EDGE_IMPLS(m) }
+TORCH_LIBRARY_IMPL(spec_edge, CUDA, m) { register_sampling_ops<CudaBackend>(m); }
 #endif
 
 TORCH_LIBRARY_IMPL(spec_edge, CPU, m) {
-  SPEC_EDGE_IMPLS(m)
+  register_sampling_ops<CpuBackend>(m);
   m.impl("update_cache", &update_cache);
   m.impl("update_cache.out", &update_cache_out);
   m.impl("attention", &attention);

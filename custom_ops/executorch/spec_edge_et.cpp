@@ -1,9 +1,10 @@
 // ExecuTorch runtime kernels: the `.out` variant of every spec_edge op, over the same core.
 //
 // Most ops return two tensors, which EXECUTORCH_LIBRARY cannot wrap, so each kernel is boxed by
-// hand: the stack holds the inputs, then the out tensors, then the return slot(s). Argument
-// checks follow ExecuTorch's custom ops (validate under ET_KERNEL_CHECK: a logged reason and
-// InvalidArgument, never a crash); value checks come from the core's Status.
+// hand: the stack holds the inputs, then the out tensors, then the return slot(s). Each argument
+// is read at the position its name has in the op's schema (spec_edge/op_schemas.h), found at
+// compile time. Argument checks follow ExecuTorch's custom ops (validate under ET_KERNEL_CHECK: a
+// logged reason and InvalidArgument, never a crash); value checks come from the core's Status.
 #include <vector>
 
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
@@ -11,6 +12,7 @@
 #include <executorch/runtime/kernel/operator_registry.h>
 
 #include "spec_edge/attention.h"
+#include "spec_edge/op_schemas.h"
 #include "spec_edge/ops.h"
 
 namespace spec_edge_et {
@@ -86,11 +88,12 @@ bool prepare_out(Tensor& out, executorch::aten::ArrayRef<SizesType> sizes, const
   return true;
 }
 
-// The (n_accepted, next_token) out tensors at stack[at], stack[at + 1]: shape [] or [B].
-bool prepare_result(Span<EValue*> stack, size_t at, int64_t batch, bool single,
+// The stack position of argument `name` of op `op`'s out form.
+#define ARG(op, name) SPEC_EDGE_ARG(spec_edge::schema::op##_out, name)
+
+// The (n_accepted, next_token) out tensors: shape [] or [B].
+bool prepare_result(Tensor& n_accepted, Tensor& next_token, int64_t batch, bool single,
                     spec_edge::VerifyResult* result) {
-  Tensor& n_accepted = stack[at]->toTensor();
-  Tensor& next_token = stack[at + 1]->toTensor();
   const SizesType sizes[1] = {static_cast<SizesType>(batch)};
   const executorch::aten::ArrayRef<SizesType> shape(sizes, single ? 0 : 1);
   if (!prepare_out(n_accepted, shape, "n_accepted") || !prepare_out(next_token, shape, "next_token"))
@@ -107,47 +110,54 @@ bool ok(const spec_edge::Status& s, const char* op) {
 
 const Tensor* optional_tensor(EValue* v) { return v->isNone() ? nullptr : &v->toTensor(); }
 
-bool validate_stack(Span<EValue*> stack, size_t min_size, const char* op) {
-  if (stack.size() < min_size) {
-    ET_LOG(Error, "spec_edge::%s: expected at least %zu stack values, got %zu", op, min_size,
-           stack.size());
+// A stack with every argument of the out form `schema` (its inputs and out tensors).
+bool validate_stack(Span<EValue*> stack, std::string_view schema) {
+  const size_t size = spec_edge::schema::argument_count(schema);
+  if (stack.size() < size) {
+    const std::string_view op = spec_edge::schema::op_name(schema);
+    ET_LOG(Error, "spec_edge::%.*s: expected at least %zu stack values, got %zu",
+           static_cast<int>(op.size()), op.data(), size, stack.size());
     return false;
   }
   return true;
 }
 
-// verify_greedy.out(Tensor target_probs, Tensor draft_tokens, *, Tensor(a!) n_accepted,
-//                   Tensor(b!) next_token) -> (Tensor(a!), Tensor(b!))
 void verify_greedy_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 4, "verify_greedy.out"), InvalidArgument, );
-  const Tensor& target = stack[0]->toTensor();
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::verify_greedy_out), InvalidArgument, );
+  const Tensor& target = stack[ARG(verify_greedy, "target_probs")]->toTensor();
   const bool single = target.dim() == 2;
   spec_edge::Rows rows;
   spec_edge::Tokens tokens;
   ET_KERNEL_CHECK(ctx, validate_rows(target, single, "target_probs", &rows), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_tokens(stack[1]->toTensor(), single, "draft_tokens", &tokens),
+  ET_KERNEL_CHECK(ctx,
+                  validate_tokens(stack[ARG(verify_greedy, "draft_tokens")]->toTensor(), single,
+                                  "draft_tokens", &tokens),
                   InvalidArgument, );
   spec_edge::VerifyResult result;
-  ET_KERNEL_CHECK(ctx, prepare_result(stack, 2, rows.batch, single, &result), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx,
+                  prepare_result(stack[ARG(verify_greedy, "n_accepted")]->toTensor(),
+                                 stack[ARG(verify_greedy, "next_token")]->toTensor(), rows.batch,
+                                 single, &result),
+                  InvalidArgument, );
   ET_KERNEL_CHECK(ctx, ok(spec_edge::verify_greedy(rows, tokens, result), "verify_greedy"),
                   InvalidArgument, );
 }
 
-// accept.out(Tensor target_probs, Tensor? draft_probs, Tensor draft_tokens, Tensor uniforms, *,
-//            Tensor(a!) n_accepted, Tensor(b!) next_token) -> (Tensor(a!), Tensor(b!))
 void accept_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 6, "accept.out"), InvalidArgument, );
-  const Tensor& target = stack[0]->toTensor();
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::accept_out), InvalidArgument, );
+  const Tensor& target = stack[ARG(accept, "target_probs")]->toTensor();
   const bool single = target.dim() == 2;
   spec_edge::Rows p, q;
   spec_edge::Tokens tokens;
   ET_KERNEL_CHECK(ctx, validate_rows(target, single, "target_probs", &p), InvalidArgument, );
-  const Tensor* draft = optional_tensor(stack[1]);
+  const Tensor* draft = optional_tensor(stack[ARG(accept, "draft_probs")]);
   ET_KERNEL_CHECK(ctx, draft == nullptr || validate_rows(*draft, single, "draft_probs", &q),
                   InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_tokens(stack[2]->toTensor(), single, "draft_tokens", &tokens),
+  ET_KERNEL_CHECK(ctx,
+                  validate_tokens(stack[ARG(accept, "draft_tokens")]->toTensor(), single,
+                                  "draft_tokens", &tokens),
                   InvalidArgument, );
-  const Tensor& u = stack[3]->toTensor();
+  const Tensor& u = stack[ARG(accept, "uniforms")]->toTensor();
   const int u_rank = single ? 1 : 2;
   ET_KERNEL_CHECK_MSG(ctx,
                       u.dim() == u_rank && (u.scalar_type() == ScalarType::Double ||
@@ -162,7 +172,11 @@ void accept_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   uniforms.batch_stride = single ? 0 : u.strides()[0];
   uniforms.stride = u.strides()[u_rank - 1];
   spec_edge::VerifyResult result;
-  ET_KERNEL_CHECK(ctx, prepare_result(stack, 4, p.batch, single, &result), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx,
+                  prepare_result(stack[ARG(accept, "n_accepted")]->toTensor(),
+                                 stack[ARG(accept, "next_token")]->toTensor(), p.batch, single,
+                                 &result),
+                  InvalidArgument, );
   ET_KERNEL_CHECK(
       ctx, ok(spec_edge::accept(p, draft ? &q : nullptr, tokens, uniforms, result), "accept"),
       InvalidArgument, );
@@ -178,27 +192,41 @@ bool per_row(const Tensor& t, ScalarType dtype, const char* name, spec_edge::Per
   return true;
 }
 
-// temperature (float32), seed and offset (int64): the three consecutive stack values at `at`.
-bool sampling_params(Span<EValue*> stack, size_t at, spec_edge::PerRow<float>* temperature,
+// The positions of an op's sampling parameters and of its filters.
+struct SamplingArgs {
+  size_t temperature, seed, offset;
+};
+struct FilterArgs {
+  size_t top_k, top_p, min_p, repetition_penalty, prev_tokens;
+};
+#define SAMPLING_ARGS(op) SamplingArgs{ARG(op, "temperature"), ARG(op, "seed"), ARG(op, "offset")}
+#define FILTER_ARGS(op)                                                                    \
+  FilterArgs {                                                                             \
+    ARG(op, "top_k"), ARG(op, "top_p"), ARG(op, "min_p"), ARG(op, "repetition_penalty"),   \
+        ARG(op, "prev_tokens")                                                             \
+  }
+
+// temperature (float32), seed and offset (int64), each a scalar or [B].
+bool sampling_params(Span<EValue*> stack, SamplingArgs at, spec_edge::PerRow<float>* temperature,
                      spec_edge::PerRow<int64_t>* seed, spec_edge::PerRow<int64_t>* offset) {
-  return per_row(stack[at]->toTensor(), ScalarType::Float, "temperature", temperature) &&
-         per_row(stack[at + 1]->toTensor(), ScalarType::Long, "seed", seed) &&
-         per_row(stack[at + 2]->toTensor(), ScalarType::Long, "offset", offset);
+  return per_row(stack[at.temperature]->toTensor(), ScalarType::Float, "temperature", temperature) &&
+         per_row(stack[at.seed]->toTensor(), ScalarType::Long, "seed", seed) &&
+         per_row(stack[at.offset]->toTensor(), ScalarType::Long, "offset", offset);
 }
 
-// The five optional filters at `at`: top_k (int64), top_p, min_p, repetition_penalty (float32),
-// each a scalar or [B]; prev_tokens, int64 [L] or [B, L]. None leaves a filter off.
-bool filter_params(Span<EValue*> stack, size_t at, spec_edge::Filters* f) {
-  const Tensor* top_k = optional_tensor(stack[at]);
-  const Tensor* top_p = optional_tensor(stack[at + 1]);
-  const Tensor* min_p = optional_tensor(stack[at + 2]);
-  const Tensor* penalty = optional_tensor(stack[at + 3]);
+// The optional filters: top_k (int64), top_p, min_p, repetition_penalty (float32), each a scalar
+// or [B]; prev_tokens, int64 [L] or [B, L]. None leaves a filter off.
+bool filter_params(Span<EValue*> stack, FilterArgs at, spec_edge::Filters* f) {
+  const Tensor* top_k = optional_tensor(stack[at.top_k]);
+  const Tensor* top_p = optional_tensor(stack[at.top_p]);
+  const Tensor* min_p = optional_tensor(stack[at.min_p]);
+  const Tensor* penalty = optional_tensor(stack[at.repetition_penalty]);
   if ((top_k && !per_row(*top_k, ScalarType::Long, "top_k", &f->top_k)) ||
       (top_p && !per_row(*top_p, ScalarType::Float, "top_p", &f->top_p)) ||
       (min_p && !per_row(*min_p, ScalarType::Float, "min_p", &f->min_p)) ||
       (penalty && !per_row(*penalty, ScalarType::Float, "repetition_penalty", &f->repetition_penalty)))
     return false;
-  if (const Tensor* prev = optional_tensor(stack[at + 4])) {
+  if (const Tensor* prev = optional_tensor(stack[at.prev_tokens])) {
     if ((prev->dim() != 1 && prev->dim() != 2) || prev->scalar_type() != ScalarType::Long) {
       ET_LOG(Error, "prev_tokens: expected an int64 [L] or [B, L] tensor");
       return false;
@@ -213,24 +241,28 @@ bool filter_params(Span<EValue*> stack, size_t at, spec_edge::Filters* f) {
   return true;
 }
 
-// verify.out(Tensor target_logits, Tensor draft_logits, Tensor draft_tokens, Tensor temperature,
-//            Tensor seed, Tensor offset, Tensor? num_draft=None, <filters>, *,
-//            Tensor(a!) accept_len, Tensor(b!) out) -> (Tensor(a!), Tensor(b!))
 void verify_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 14, "verify.out"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::verify_out), InvalidArgument, );
   spec_edge::Rows p, q;
   spec_edge::Tokens tokens;
   spec_edge::VerifyParams params;
-  ET_KERNEL_CHECK(ctx, validate_rows(stack[0]->toTensor(), false, "target_logits", &p),
+  ET_KERNEL_CHECK(ctx,
+                  validate_rows(stack[ARG(verify, "target_logits")]->toTensor(), false,
+                                "target_logits", &p),
                   InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_rows(stack[1]->toTensor(), false, "draft_logits", &q),
+  ET_KERNEL_CHECK(ctx,
+                  validate_rows(stack[ARG(verify, "draft_logits")]->toTensor(), false,
+                                "draft_logits", &q),
                   InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_tokens(stack[2]->toTensor(), false, "draft_tokens", &tokens),
+  ET_KERNEL_CHECK(ctx,
+                  validate_tokens(stack[ARG(verify, "draft_tokens")]->toTensor(), false,
+                                  "draft_tokens", &tokens),
                   InvalidArgument, );
-  ET_KERNEL_CHECK(
-      ctx, sampling_params(stack, 3, &params.temperature, &params.seed, &params.offset),
-      InvalidArgument, );
-  if (const Tensor* num_draft = optional_tensor(stack[6])) {
+  ET_KERNEL_CHECK(ctx,
+                  sampling_params(stack, SAMPLING_ARGS(verify), &params.temperature, &params.seed,
+                                  &params.offset),
+                  InvalidArgument, );
+  if (const Tensor* num_draft = optional_tensor(stack[ARG(verify, "num_draft")])) {
     ET_KERNEL_CHECK_MSG(ctx,
                         num_draft->dim() == 1 && num_draft->size(0) == p.batch &&
                             num_draft->scalar_type() == ScalarType::Long,
@@ -238,9 +270,9 @@ void verify_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
                         static_cast<long long>(p.batch));
     params.num_draft = num_draft->const_data_ptr<int64_t>();
   }
-  ET_KERNEL_CHECK(ctx, filter_params(stack, 7, &params.filters), InvalidArgument, );
-  Tensor& accept_len = stack[12]->toTensor();
-  Tensor& out = stack[13]->toTensor();
+  ET_KERNEL_CHECK(ctx, filter_params(stack, FILTER_ARGS(verify), &params.filters), InvalidArgument, );
+  Tensor& accept_len = stack[ARG(verify, "accept_len")]->toTensor();
+  Tensor& out = stack[ARG(verify, "out")]->toTensor();
   const SizesType len_shape[1] = {static_cast<SizesType>(p.batch)};
   const SizesType out_shape[2] = {static_cast<SizesType>(p.batch), static_cast<SizesType>(p.rows)};
   ET_KERNEL_CHECK(ctx, prepare_out(accept_len, {len_shape, 1}, "accept_len"), InvalidArgument, );
@@ -262,37 +294,37 @@ bool validate_logits(const Tensor& logits, spec_edge::Rows* rows) {
   return true;
 }
 
-// sample.out(Tensor logits, Tensor temperature, Tensor seed, Tensor offset, <filters>, *,
-//            Tensor(a!) out) -> Tensor(a!)
 void sample_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 10, "sample.out"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::sample_out), InvalidArgument, );
   spec_edge::Rows rows;
-  ET_KERNEL_CHECK(ctx, validate_logits(stack[0]->toTensor(), &rows), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_logits(stack[ARG(sample, "logits")]->toTensor(), &rows),
+                  InvalidArgument, );
   spec_edge::SampleParams params;
-  ET_KERNEL_CHECK(
-      ctx, sampling_params(stack, 1, &params.temperature, &params.seed, &params.offset),
-      InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, filter_params(stack, 4, &params.filters), InvalidArgument, );
-  Tensor& out = stack[9]->toTensor();
+  ET_KERNEL_CHECK(ctx,
+                  sampling_params(stack, SAMPLING_ARGS(sample), &params.temperature, &params.seed,
+                                  &params.offset),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, filter_params(stack, FILTER_ARGS(sample), &params.filters), InvalidArgument, );
+  Tensor& out = stack[ARG(sample, "out")]->toTensor();
   const SizesType shape[1] = {static_cast<SizesType>(rows.batch)};
   ET_KERNEL_CHECK(ctx, prepare_out(out, {shape, 1}, "out"), InvalidArgument, );
   ET_KERNEL_CHECK(ctx, ok(spec_edge::sample(rows, params, out.mutable_data_ptr<int64_t>()), "sample"),
                   InvalidArgument, );
 }
 
-// filter_logits.out(Tensor logits, Tensor temperature, <filters>, *, Tensor(a!) out)
-//   -> Tensor(a!)
 void filter_logits_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 8, "filter_logits.out"), InvalidArgument, );
-  const Tensor& logits = stack[0]->toTensor();
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::filter_logits_out), InvalidArgument, );
+  const Tensor& logits = stack[ARG(filter_logits, "logits")]->toTensor();
   spec_edge::Rows rows;
   ET_KERNEL_CHECK(ctx, validate_logits(logits, &rows), InvalidArgument, );
   spec_edge::PerRow<float> temperature;
   spec_edge::Filters filters;
-  ET_KERNEL_CHECK(ctx, per_row(stack[1]->toTensor(), ScalarType::Float, "temperature", &temperature),
+  ET_KERNEL_CHECK(ctx,
+                  per_row(stack[ARG(filter_logits, "temperature")]->toTensor(), ScalarType::Float,
+                          "temperature", &temperature),
                   InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, filter_params(stack, 2, &filters), InvalidArgument, );
-  Tensor& out = stack[7]->toTensor();
+  ET_KERNEL_CHECK(ctx, filter_params(stack, FILTER_ARGS(filter_logits), &filters), InvalidArgument, );
+  Tensor& out = stack[ARG(filter_logits, "out")]->toTensor();
   ET_KERNEL_CHECK(ctx, prepare_out(out, logits.sizes(), "out", logits.scalar_type()),
                   InvalidArgument, );
   const bool f32 = out.scalar_type() == ScalarType::Float;
@@ -326,44 +358,45 @@ bool validate_heads(const Tensor& t, const char* name, spec_edge::Heads<T>* h) {
   return true;
 }
 
-// update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out)
-//   -> Tensor(b!)
 void update_cache_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 4, "update_cache.out"), InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::update_cache_out), InvalidArgument, );
   spec_edge::ConstHeads value;
   spec_edge::Heads<float> cache;
-  ET_KERNEL_CHECK(ctx, validate_heads(stack[0]->toTensor(), "value", &value), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_heads(stack[1]->toTensor(), "cache", &cache), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, ok(spec_edge::update_cache(value, cache, stack[2]->toInt()), "update_cache"),
+  ET_KERNEL_CHECK(ctx, validate_heads(stack[ARG(update_cache, "value")]->toTensor(), "value", &value),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_heads(stack[ARG(update_cache, "cache")]->toTensor(), "cache", &cache),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx,
+                  ok(spec_edge::update_cache(value, cache,
+                                             stack[ARG(update_cache, "start_pos")]->toInt()),
+                     "update_cache"),
                   InvalidArgument, );
 }
 
-// attention.out(Tensor q, Tensor k_cache, Tensor v_cache, SymInt start_pos, *, Tensor(a!) out)
-//   -> Tensor(a!)
 void attention_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
-  ET_KERNEL_CHECK(ctx, validate_stack(stack, 5, "attention.out"), InvalidArgument, );
-  const Tensor& q_tensor = stack[0]->toTensor();
+  ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::attention_out), InvalidArgument, );
+  const Tensor& q_tensor = stack[ARG(attention, "q")]->toTensor();
   spec_edge::ConstHeads q, k_cache, v_cache;
   spec_edge::Heads<float> out;
   ET_KERNEL_CHECK(ctx, validate_heads(q_tensor, "q", &q), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_heads(stack[1]->toTensor(), "k_cache", &k_cache), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_heads(stack[2]->toTensor(), "v_cache", &v_cache), InvalidArgument, );
-  Tensor& out_tensor = stack[4]->toTensor();
+  ET_KERNEL_CHECK(ctx, validate_heads(stack[ARG(attention, "k_cache")]->toTensor(), "k_cache", &k_cache),
+                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, validate_heads(stack[ARG(attention, "v_cache")]->toTensor(), "v_cache", &v_cache),
+                  InvalidArgument, );
+  Tensor& out_tensor = stack[ARG(attention, "out")]->toTensor();
   ET_KERNEL_CHECK(ctx, prepare_out(out_tensor, q_tensor.sizes(), "out", ScalarType::Float), InvalidArgument, );
   ET_KERNEL_CHECK(ctx, validate_heads(out_tensor, "out", &out), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, ok(spec_edge::attention(q, k_cache, v_cache, stack[3]->toInt(), out), "attention"),
+  ET_KERNEL_CHECK(ctx,
+                  ok(spec_edge::attention(q, k_cache, v_cache, stack[ARG(attention, "start_pos")]->toInt(),
+                                          out),
+                     "attention"),
                   InvalidArgument, );
 }
 
-const executorch::runtime::Kernel kKernels[] = {
-    executorch::runtime::Kernel("spec_edge::verify_greedy.out", verify_greedy_out),
-    executorch::runtime::Kernel("spec_edge::accept.out", accept_out),
-    executorch::runtime::Kernel("spec_edge::verify.out", verify_out),
-    executorch::runtime::Kernel("spec_edge::sample.out", sample_out),
-    executorch::runtime::Kernel("spec_edge::filter_logits.out", filter_logits_out),
-    executorch::runtime::Kernel("spec_edge::update_cache.out", update_cache_out),
-    executorch::runtime::Kernel("spec_edge::attention.out", attention_out),
-};
+// One kernel per op of op_schemas.h, each under its out form's name.
+#define KERNEL(name, ...) executorch::runtime::Kernel("spec_edge::" #name ".out", name##_out),
+const executorch::runtime::Kernel kKernels[] = {SPEC_EDGE_OPS(KERNEL)};
+#undef KERNEL
 constexpr size_t kKernelCount = sizeof(kKernels) / sizeof(kKernels[0]);
 
 const auto kRegistered = executorch::runtime::register_kernels({kKernels, kKernelCount});

@@ -1,7 +1,9 @@
 """Python API over ``torch.ops.spec_edge``, and the fake kernels that let the ops trace.
 
-The schemas are defined once, by the native library (``custom_ops/aten``); this module adds
-fake (meta) kernels for ``torch.export`` / ``torch.compile`` and friendly wrappers.
+The schemas are written once, in ``custom_ops/core/include/spec_edge/op_schemas.h``, and
+registered by the native library (``custom_ops/aten``); this module adds fake (meta) kernels for
+``torch.export`` / ``torch.compile``, whose signatures tests/test_op_schemas.py checks against the
+registered schemas, and friendly wrappers.
 """
 
 from __future__ import annotations
@@ -29,6 +31,17 @@ class BatchVerifyResult(NamedTuple):
     tokens: torch.Tensor  # int64 [B, K+1]: kept draft tokens, the next token, then -1
 
 
+# The fake kernel of each op, by op name.
+_FAKE_KERNELS: dict = {}
+
+
+def _fake(op: str):
+    def register(kernel):
+        _FAKE_KERNELS[op] = kernel
+        return torch.library.register_fake(f"spec_edge::{op}")(kernel)
+    return register
+
+
 def _check_rank(t: torch.Tensor, ranks: tuple[int, ...], name: str, layout: str) -> None:
     torch._check(t.dim() in ranks, lambda: f"{name}: expected shape {layout}, got {tuple(t.shape)}")
 
@@ -48,7 +61,7 @@ def _check_devices(scores: dict, small: dict) -> None:
             raise ValueError(f"{name}: expected a tensor on {where}, got one on {t.device}")
 
 
-@torch.library.register_fake("spec_edge::verify_greedy")
+@_fake("verify_greedy")
 def _verify_greedy_fake(target_probs, draft_tokens):
     _check_devices({"target_probs": target_probs}, {"draft_tokens": draft_tokens})
     _check_rank(target_probs, (2, 3), "target_probs", "[K+1, V] or [B, K+1, V]")
@@ -57,7 +70,7 @@ def _verify_greedy_fake(target_probs, draft_tokens):
             target_probs.new_empty(shape, dtype=torch.long))
 
 
-@torch.library.register_fake("spec_edge::accept")
+@_fake("accept")
 def _accept_fake(target_probs, draft_probs, draft_tokens, uniforms):
     _check_devices({"target_probs": target_probs, "draft_probs": draft_probs},
                    {"draft_tokens": draft_tokens, "uniforms": uniforms})
@@ -67,7 +80,7 @@ def _accept_fake(target_probs, draft_probs, draft_tokens, uniforms):
             target_probs.new_empty(shape, dtype=torch.long))
 
 
-@torch.library.register_fake("spec_edge::verify")
+@_fake("verify")
 def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, offset, num_draft=None,
                  top_k=None, top_p=None, min_p=None, repetition_penalty=None, prev_tokens=None):
     _check_devices({"target_logits": target_logits, "draft_logits": draft_logits},
@@ -80,7 +93,7 @@ def _verify_fake(target_logits, draft_logits, draft_tokens, temperature, seed, o
             target_logits.new_empty((batch, rows), dtype=torch.long))
 
 
-@torch.library.register_fake("spec_edge::sample")
+@_fake("sample")
 def _sample_fake(logits, temperature, seed, offset, top_k=None, top_p=None, min_p=None,
                  repetition_penalty=None, prev_tokens=None):
     _check_devices({"logits": logits}, dict(temperature=temperature, seed=seed, offset=offset, top_k=top_k,
@@ -90,7 +103,7 @@ def _sample_fake(logits, temperature, seed, offset, top_k=None, top_p=None, min_
     return logits.new_empty(logits.shape[:1], dtype=torch.long)
 
 
-@torch.library.register_fake("spec_edge::filter_logits")
+@_fake("filter_logits")
 def _filter_logits_fake(logits, temperature, top_k=None, top_p=None, min_p=None,
                         repetition_penalty=None, prev_tokens=None):
     _check_devices({"logits": logits}, dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
@@ -106,7 +119,7 @@ def _check_start_pos(start_pos, seq: int, cache: torch.Tensor) -> None:
     torch._check(start_pos + seq <= cache.shape[1])
 
 
-@torch.library.register_fake("spec_edge::update_cache")
+@_fake("update_cache")
 def _update_cache_fake(value, cache, start_pos):
     _check_devices({"value": value, "cache": cache}, {})
     _check_rank(value, (4,), "value", "[B, S, H, D]")
@@ -114,7 +127,7 @@ def _update_cache_fake(value, cache, start_pos):
     return value.new_empty((1,))
 
 
-@torch.library.register_fake("spec_edge::attention")
+@_fake("attention")
 def _attention_fake(q, k_cache, v_cache, start_pos):
     _check_devices({"q": q, "k_cache": k_cache, "v_cache": v_cache}, {})
     _check_rank(q, (4,), "q", "[B, S, H, D]")
