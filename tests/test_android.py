@@ -17,6 +17,7 @@ import pytest
 from tokenizers import Tokenizer
 
 import spec_edge
+from spec_edge.drafters import Drafting
 
 from small_pair import K, PROMPT
 from tokenizer_families import FAMILIES, HARD, write_family
@@ -107,6 +108,17 @@ GREEDY = ["0", "0", "1", "0", "1", "0"]  # temperature top_k top_p min_p penalty
 SAMPLED = ["0.8", "20", "0.9", "0", "1.1", "5"]
 assert SAMPLED_FLAGS == ["--temperature", "0.8", "--top-k", "20", "--top-p", "0.9", "--repetition-penalty", "1.1",
                          "--seed", "5"]
+
+
+@every_jvm
+def test_the_java_drafting_defaults_are_the_python_loops(jvm, classes):
+    """DraftingConfig's defaults come from the native runner, whose come from program_format.json,
+    as spec_edge.Drafting's do."""
+    line = jvm.run(classes, "defaults").stdout.strip()
+    d = Drafting()
+    assert line == (f"drafter={d.drafter} min_ngram={d.min_ngram} max_ngram={d.max_ngram} min_match={d.min_match} "
+                    f"adaptive_k={str(d.adaptive_k).lower()} draft_step_cost={d.draft_step_cost!r} "
+                    f"verify_row_cost={d.verify_row_cost!r}")
 
 
 @every_jvm
@@ -276,7 +288,8 @@ def android_syntax_check(source: Path) -> subprocess.CompletedProcess:
         [clang, "--target=aarch64-linux-android24", "-fsyntax-only", "-std=c++17", "-Wall", "-Wextra", "-Werror",
          "-nostdinc++", "-nostdlibinc", "-isystem", str(cxx[-1]), "-isystem", str(cxx[-1] / "aarch64-linux-gnu"),
          "-isystem", f"{resource}/include", "-isystem", "/usr/aarch64-linux-gnu/include",
-         "-I", str(ROOT / "tests/android/ndk_declarations"), "-I", str(ROOT / "runtime_demo/include"),
+         "-I", str(ROOT / "tests/android/ndk_declarations"), "-I", str(ROOT / "runtime_demo/runner/include"),
+         "-I", str(ROOT / "build/cmake/runtime_demo/generated"),
          "-I", str(jdk / "include"), "-I", str(jdk / "include/linux"), str(source)],
         capture_output=True, text=True)
 

@@ -1,4 +1,4 @@
-"""Drafting without a draft model (spec_edge.drafters; runtime_demo/include/spec_edge/drafting.h):
+"""Drafting without a draft model (spec_edge.drafters; runtime_demo/runner/include/spec_edge/drafting.h):
 prompt lookup, the hybrid drafter and adaptive K. The same decisions in Python and C++; greedy
 output identical to the target alone for every drafter; sampled output distributed as the
 target's; the same tokens from the Python loop, NativeRunner and spec-edge-run for a seed."""

@@ -1,4 +1,4 @@
-"""The on-device tokenizer (runtime_demo/src/tokenizer) against Hugging Face `tokenizers`: every
+"""The on-device tokenizer (runtime_demo/runner/tokenizer) against Hugging Face `tokenizers`: every
 family's structure, a corpus that breaks tokenizers, ill-formed UTF-8, random texts and ids,
 streaming, special tokens from the checkpoint's configuration, and bad files."""
 

@@ -7,15 +7,18 @@ each round's K from the rounds before.
 
 Proposals are verified as any are: greedily by the tokens, sampled through the exact rule for a
 point-mass draft (a draft row of -inf but at the proposed token), so the output is distributed as
-the target's alone, whatever the drafter and K. The C++ runner's runtime_demo/include/spec_edge/
+the target's alone, whatever the drafter and K. The C++ runner's runtime_demo/runner/include/spec_edge/
 drafting.h is the same, decision for decision: a seed gives the same tokens on both."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .manifest import ROUND
+
 DRAFTERS = ("model", "lookup", "hybrid")
-MAX_NGRAM = 64
+MAX_NGRAM: int = ROUND["max_ngram_limit"]
+_DEFAULTS = ROUND["drafting_defaults"]  # program_format.json's, the C++ runner's too
 
 
 @dataclass(frozen=True)
@@ -25,12 +28,12 @@ class Drafting:
     timings, so that K follows from the tokens alone and a seed gives the same tokens anywhere."""
 
     drafter: str = "model"
-    min_ngram: int = 2  # prompt lookup's n-gram lengths, longest tried first
-    max_ngram: int = 4
-    min_match: int = 3  # hybrid: lookup serves a round when its n-gram is this long
+    min_ngram: int = _DEFAULTS["min_ngram"]  # prompt lookup's n-gram lengths, longest tried first
+    max_ngram: int = _DEFAULTS["max_ngram"]
+    min_match: int = _DEFAULTS["min_match"]  # hybrid: lookup serves a round when its n-gram is this long
     adaptive_k: bool = False  # K per round from the rounds before, up to the decoder's k
-    draft_step_cost: float = 0.35
-    verify_row_cost: float = 0.1
+    draft_step_cost: float = _DEFAULTS["draft_step_cost"]
+    verify_row_cost: float = _DEFAULTS["verify_row_cost"]
 
     def check(self) -> None:
         """ValueError naming the setting out of range (the C++ runner's messages)."""
@@ -57,7 +60,7 @@ class AdaptiveK:
     current round's draws, so the output's distribution is unchanged. The arithmetic is the C++
     runner's, operation for operation: the same K in both."""
 
-    DECAY = 0.8
+    DECAY: float = ROUND["adaptive_k_decay"]
 
     def __init__(self, k_max: int, step_cost: float):
         self.k_max, self.step_cost = k_max, step_cost

@@ -1,7 +1,8 @@
 """The manifest beside exported programs (``manifest.json``): the one definition of its names,
 its format, the op versions and the program hashes, imported by the writer
 (:mod:`spec_edge.export`) and the readers (:mod:`spec_edge.runtime`, the native runner through
-``program_format.json``, which CMake compiles into it as a header).
+``program_format.json``, which CMake compiles into it as a header). The same file holds what the
+two loops over the programs share: the round's constants (``ROUND``).
 
 Loaders refuse programs built for another format or other op versions; the programs carry the op
 versions too (``spec_edge_op_version_*`` methods)."""
@@ -20,9 +21,12 @@ _PROGRAM_FORMAT = json.loads((Path(__file__).parent / "program_format.json").rea
 # The manifest format and each op's version, bumped when its schema or semantics change.
 MANIFEST_FORMAT: int = _PROGRAM_FORMAT["manifest_format"]
 OP_VERSIONS: dict[str, int] = _PROGRAM_FORMAT["op_versions"]
+# The round's constants, the Python loop's and the C++ runner's: the draft step's tokens, the
+# drafters' defaults and limits, adaptive K's decay (spec_edge.drafters).
+ROUND: dict = _PROGRAM_FORMAT["round"]
 # The draft step's tokens: its last one, after the draft's own K-th when all were accepted. A
 # draft further behind catches up through its prefill.
-DRAFT_STEP_TOKENS: int = _PROGRAM_FORMAT["draft_step_tokens"]
+DRAFT_STEP_TOKENS: int = ROUND["draft_step_tokens"]
 
 
 class ProgramError(RuntimeError):

@@ -9,6 +9,12 @@ position. ``generate(..., speculative=False)`` is target-only decoding through t
 A target exported by ExecuTorch's own LLM export (``export_llama`` with a KV cache, dynamic
 shapes and full logits: a ``forward(tokens [1, n], input_pos [1]) -> logits [1, n, V]`` method)
 runs too, given as ``target_pte``: its logits go through ``verify.pte``.
+
+This loop is the reference of the round: the C++ runner (``runtime_demo/runner``, behind
+``spec-edge-run``, :class:`spec_edge.NativeRunner` and the Android API) is tested to give its
+tokens, and the constants the two share come from ``program_format.json``
+(:data:`spec_edge.manifest.ROUND`). It needs only ExecuTorch's Python runtime, so it runs where
+the native runner is not built (docs/ARCHITECTURE.md says why both exist).
 """
 
 from __future__ import annotations

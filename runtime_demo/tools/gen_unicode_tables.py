@@ -1,4 +1,4 @@
-"""Writes src/tokenizer/unicode_tables.h from this Python's unicodedata: the code point ranges of
+"""Writes runner/tokenizer/unicode_tables.h from this Python's unicodedata: the code point ranges of
 the classes the pre-tokenizers' patterns use (letters L*, numbers N*), and what NFC needs
 (canonical combining classes, full canonical decompositions, primary composites; Hangul is
 algorithmic and not tabled). Usage: python runtime_demo/tools/gen_unicode_tables.py"""
@@ -115,6 +115,6 @@ constexpr Composition kCompositions[] = {{
 
 }}  // namespace spec_edge::runner
 """
-(Path(__file__).resolve().parent.parent / "src" / "tokenizer" / "unicode_tables.h").write_text(header)
+(Path(__file__).resolve().parent.parent / "runner" / "tokenizer" / "unicode_tables.h").write_text(header)
 print(f"{len(letters)} letter ranges, {len(numbers)} number ranges, {len(ccc_runs)} class runs, "
       f"{len(decomp)} decompositions ({len(pool)} code points), {len(compose)} compositions")

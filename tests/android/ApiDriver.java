@@ -22,6 +22,7 @@ import org.specedge.TokenCallback;
  *   control DIR        (stop, close, concurrency, callback exceptions)
  *   errors DIR         (bad input: one line per case, the exception and its message)
  *   load DIR           (the same line for loading DIR)
+ *   defaults           (DraftingConfig.model()'s settings, one line)
  *   fuzz DIR TRIALS SEED  (byte flips in DIR's programs and manifest, as tests/fuzz_programs.py:
  *                      one line per outcome and its count; DIR is changed and restored)
  */
@@ -34,9 +35,17 @@ public final class ApiDriver {
       case "control": control(args[1]); break;
       case "errors": errors(args[1]); break;
       case "load": attempt("load", () -> new SpeculativeRunner(args[1]).close()); break;
+      case "defaults": defaults(); break;
       case "fuzz": fuzz(args[1], Integer.parseInt(args[2]), Long.parseLong(args[3])); break;
       default: throw new IllegalArgumentException("unknown mode " + args[0]);
     }
+  }
+
+  static void defaults() {
+    DraftingConfig d = DraftingConfig.model();
+    System.out.printf("drafter=%s min_ngram=%d max_ngram=%d min_match=%d adaptive_k=%b draft_step_cost=%s "
+        + "verify_row_cost=%s%n", d.drafter, d.minNgram, d.maxNgram, d.minMatch, d.adaptiveK,
+        Double.toString(d.draftStepCost), Double.toString(d.verifyRowCost));
   }
 
   static long[] ids(String csv) {

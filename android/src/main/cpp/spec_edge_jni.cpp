@@ -259,6 +259,17 @@ jlong native_token_id(JNIEnv* env, jclass, jlong handle, jstring token) {
   return guarded<jlong>(env, -1, [&] { return static_cast<jlong>(session(handle).text().token_id(utf8(env, token))); });
 }
 
+// The drafting defaults of the runner (program_format.json's): min_ngram, max_ngram, min_match,
+// draft_step_cost, verify_row_cost.
+jdoubleArray native_drafting_defaults(JNIEnv* env, jclass) {
+  const spec_edge::runner::Drafting d;
+  const jdouble values[] = {static_cast<jdouble>(d.min_ngram), static_cast<jdouble>(d.max_ngram),
+                            static_cast<jdouble>(d.min_match), d.draft_step_cost, d.verify_row_cost};
+  jdoubleArray out = env->NewDoubleArray(5);
+  if (out != nullptr) env->SetDoubleArrayRegion(out, 0, 5, values);
+  return out;
+}
+
 }  // namespace
 
 extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM* vm, void*) {
@@ -290,6 +301,8 @@ extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM* vm, void*) {
        reinterpret_cast<void*>(native_decode)},
       {const_cast<char*>("nativeTokenId"), const_cast<char*>("(JLjava/lang/String;)J"),
        reinterpret_cast<void*>(native_token_id)},
+      {const_cast<char*>("nativeDraftingDefaults"), const_cast<char*>("()[D"),
+       reinterpret_cast<void*>(native_drafting_defaults)},
   };
   if (env->RegisterNatives(runner, methods, sizeof(methods) / sizeof(methods[0])) != JNI_OK) return JNI_ERR;
   return JNI_VERSION_1_6;

@@ -48,10 +48,13 @@ public final class DraftingConfig {
 
   /** Builds a {@link DraftingConfig}. */
   public static final class Builder {
+    // The native runner's defaults: one definition, shared with the Python loop.
+    private static final double[] DEFAULTS = SpeculativeRunner.nativeDraftingDefaults();
+
     private String drafter = "model";
-    private int minNgram = 2, maxNgram = 4, minMatch = 3;
+    private int minNgram = (int) DEFAULTS[0], maxNgram = (int) DEFAULTS[1], minMatch = (int) DEFAULTS[2];
     private boolean adaptiveK = false;
-    private double draftStepCost = 0.35, verifyRowCost = 0.1;
+    private double draftStepCost = DEFAULTS[3], verifyRowCost = DEFAULTS[4];
 
     private Builder() {}
 

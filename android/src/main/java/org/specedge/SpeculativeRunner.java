@@ -259,6 +259,9 @@ public final class SpeculativeRunner implements AutoCloseable {
     }
   }
 
+  /** The runner's drafting defaults, in the order of {@link DraftingConfig.Builder}'s fields. */
+  static native double[] nativeDraftingDefaults();
+
   private static native long nativeLoad(String modelDir, int k, String drafter, boolean adaptiveK, int minNgram,
       int maxNgram, int minMatch, double draftStepCost, double verifyRowCost);
 

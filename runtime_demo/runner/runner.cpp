@@ -14,9 +14,9 @@
 #include <executorch/runtime/platform/platform.h>
 #include <nlohmann/json.hpp>
 
-#include "program_format.h"  // kManifestFormat, kOpVersions, kDraftStepTokens (spec_edge.manifest's)
 #include "read_file.h"
 #include "sha256.h"
+#include "spec_edge/program_format.h"  // the manifest format, op versions, the round's constants
 #include "spec_edge/ops.h"
 
 namespace spec_edge::runner {
@@ -111,8 +111,6 @@ TensorPtr int64s(std::vector<int64_t> values, std::vector<executorch::aten::Size
   return make_tensor_ptr(std::move(sizes), std::move(values));
 }
 TensorPtr float1(float v) { return make_tensor_ptr({1}, std::vector<float>{v}); }
-
-constexpr int kMaxNgram = 64;
 
 const Drafting& checked(const Drafting& d) {
   if (d.min_ngram < 1 || d.max_ngram < d.min_ngram || d.max_ngram > kMaxNgram)

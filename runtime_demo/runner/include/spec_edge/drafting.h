@@ -13,6 +13,8 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+
+#include "spec_edge/program_format.h"  // the defaults and constants, the Python loop's too
 #include <unordered_map>
 #include <vector>
 
@@ -23,13 +25,14 @@ enum class Drafter { kModel, kLookup, kHybrid };
 // The drafter's settings. The defaults are those of spec-edge-run, NativeRunner and the Python loop.
 struct Drafting {
   Drafter drafter = Drafter::kModel;
-  int min_ngram = 2, max_ngram = 4;  // prompt lookup's n-gram lengths, longest tried first
-  int min_match = 3;                 // hybrid: lookup serves a round when its n-gram is this long
+  int min_ngram = kDefaultMinNgram, max_ngram = kDefaultMaxNgram;  // prompt lookup's n-gram lengths,
+                                                                   // longest tried first
+  int min_match = kDefaultMinMatch;  // hybrid: lookup serves a round when its n-gram is this long
   bool adaptive_k = false;           // K per round from the rounds before, up to the runner's k
   // Adaptive K's costs in target decode steps: one draft-model step, and one more row of the
   // verify step. Fixed settings, not timings, so that K follows from the tokens alone and a seed
   // gives the same tokens on every front end.
-  double draft_step_cost = 0.35, verify_row_cost = 0.1;
+  double draft_step_cost = kDefaultDraftStepCost, verify_row_cost = kDefaultVerifyRowCost;
 };
 
 // "model" / "lookup" / "hybrid"; std::invalid_argument naming the choices otherwise.
@@ -110,12 +113,10 @@ class PromptLookup {
 // time, E(K) / T(K) with E(K) = 1 + a + ... + a^K (an accepted prefix, then one token from the
 // target, when each proposal is accepted with probability a) and T(K) = 1 + (verify_row_cost +
 // draft_step_cost) K. a is estimated from the rounds so far, each round's evidence decayed by
-// `kDecay` per later round, from a prior of one acceptance and one rejection. Only + - * / on
+// `kAdaptiveKDecay` per later round, from a prior of one acceptance and one rejection. Only + - * / on
 // doubles, in the same order as spec_edge.drafters.AdaptiveK: the same K in both.
 class AdaptiveK {
  public:
-  static constexpr double kDecay = 0.8;
-
   AdaptiveK(int k_max, double step_cost) : k_max_(k_max), step_cost_(step_cost) {}
 
   int next() const {
@@ -133,8 +134,8 @@ class AdaptiveK {
 
   // A round that proposed `proposed` tokens and had `accepted` of them accepted.
   void record(int proposed, int accepted) {
-    accepted_ = accepted_ * kDecay + accepted;
-    rejected_ = rejected_ * kDecay + (accepted < proposed ? 1.0 : 0.0);
+    accepted_ = accepted_ * kAdaptiveKDecay + accepted;
+    rejected_ = rejected_ * kAdaptiveKDecay + (accepted < proposed ? 1.0 : 0.0);
   }
 
  private:
