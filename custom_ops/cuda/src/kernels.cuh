@@ -242,25 +242,23 @@ struct SamplingRow {
 template <class T>
 __global__ void __launch_bounds__(kThreads) sample_kernel(DeviceRows<T> logits, Launch L, int64_t* tokens) {
   __shared__ Shared sh;
-  const int64_t b = blockIdx.x, V = logits.vocab;
   const SamplingRow<T> row(logits, L);
   const RowParams& rp = row.params;
-  const Scratch& s = row.scratch;
-  RowFault* fault = row.fault;
-  const LogitRow<T>& r = row.logits;
-  int64_t token = -1;
-  const uint32_t stream = static_cast<uint32_t>(b);
+  const KeptRow& kept = row.scratch.kept[0];
+  const uint32_t stream = static_cast<uint32_t>(blockIdx.x);
   const double u0 = philox_uniform(rp.seed, rp.offset, stream, 0);
+  int64_t token = -1;
   if (rp.temperature == 0.0f) {
-    if (!greedy(r, 0, -1, fault, &token, sh)) return;
+    if (!greedy(row.logits, 0, -1, row.fault, &token, sh)) return;
   } else if (rp.filtered()) {
-    if (!build_kept(r, rp, s.kept[0], s, 0, -1, fault, sh)) return;
-    if (threadIdx.x == 0) token = kept_draw(s.kept[0], u0 * s.kept[0].head->mass);
+    if (!build_kept(row.logits, rp, kept, row.scratch, 0, -1, row.fault, sh)) return;
+    if (threadIdx.x == 0) token = kept_draw(kept, u0 * kept.head->mass);
   } else {
     const DrawStream uniforms{rp.seed, rp.offset, stream, u0, 1, false};
-    if (!envelope_draw(r, 1.0f / rp.temperature, uniforms, s, -1, fault, &token, sh)) return;
+    if (!envelope_draw(row.logits, 1.0f / rp.temperature, uniforms, row.scratch, -1, row.fault, &token, sh))
+      return;
   }
-  if (threadIdx.x == 0) tokens[b] = token;
+  if (threadIdx.x == 0) tokens[blockIdx.x] = token;
 }
 
 // filter_logits: out[j] = y / T for kept tokens, -inf for the others (greedy: the first argmax of y,
