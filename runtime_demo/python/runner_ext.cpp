@@ -8,7 +8,6 @@
 
 namespace py = pybind11;
 using spec_edge::runner::ArgumentError;
-using spec_edge::runner::Drafting;
 using spec_edge::runner::Runner;
 using spec_edge::runner::RunnerError;
 using spec_edge::runner::Sampling;
@@ -35,15 +34,9 @@ PYBIND11_MODULE(_runner_ext, m) {
   py::class_<Runner, std::unique_ptr<Runner>>(m, "Runner")
       .def(py::init([](const std::string& model_dir, std::optional<int> k, const std::string& drafter, bool adaptive_k,
                        int min_ngram, int max_ngram, int min_match, double draft_step_cost, double verify_row_cost) {
-             Drafting d;
-             try {
-               d.drafter = spec_edge::runner::parse_drafter(drafter);
-             } catch (const std::invalid_argument& e) {
-               throw ArgumentError(e.what());
-             }
-             d.adaptive_k = adaptive_k, d.min_ngram = min_ngram, d.max_ngram = max_ngram, d.min_match = min_match;
-             d.draft_step_cost = draft_step_cost, d.verify_row_cost = verify_row_cost;
-             return Runner::load(model_dir, k, d);
+             return Runner::load(model_dir, k,
+                                 spec_edge::runner::drafting_settings(drafter, adaptive_k, min_ngram, max_ngram,
+                                                                      min_match, draft_step_cost, verify_row_cost));
            }),
            py::arg("model_dir"), py::arg("k"), py::arg("drafter"), py::arg("adaptive_k"), py::arg("min_ngram"),
            py::arg("max_ngram"), py::arg("min_match"), py::arg("draft_step_cost"), py::arg("verify_row_cost"),

@@ -402,6 +402,19 @@ double GenerationStats::tokens_per_second() const {
 
 double GenerationStats::acceptance_rate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
 
+Drafting drafting_settings(const std::string& drafter, bool adaptive_k, int min_ngram, int max_ngram, int min_match,
+                           double draft_step_cost, double verify_row_cost) {
+  Drafting d;
+  try {
+    d.drafter = parse_drafter(drafter);
+  } catch (const std::invalid_argument& e) {
+    throw ArgumentError(e.what());
+  }
+  d.adaptive_k = adaptive_k, d.min_ngram = min_ngram, d.max_ngram = max_ngram, d.min_match = min_match;
+  d.draft_step_cost = draft_step_cost, d.verify_row_cost = verify_row_cost;
+  return d;
+}
+
 std::unique_ptr<Runner> Runner::load(const std::string& model_dir, std::optional<int> k, const Drafting& drafting) {
   return std::make_unique<ModuleRunner>(model_dir, k, drafting);
 }

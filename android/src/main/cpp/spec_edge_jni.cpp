@@ -173,15 +173,9 @@ jlong native_load(JNIEnv* env, jclass, jstring model_dir, jint k, jstring drafte
   return guarded<jlong>(env, 0, [&] {
     auto s = std::make_unique<Session>();
     s->model_dir = utf8(env, model_dir);
-    spec_edge::runner::Drafting d;
-    try {
-      d.drafter = spec_edge::runner::parse_drafter(utf8(env, drafter));
-    } catch (const std::invalid_argument& e) {
-      throw ArgumentError(e.what());
-    }
-    d.adaptive_k = adaptive_k, d.min_ngram = min_ngram, d.max_ngram = max_ngram, d.min_match = min_match;
-    d.draft_step_cost = draft_step_cost, d.verify_row_cost = verify_row_cost;
-    s->runner = Runner::load(s->model_dir, k > 0 ? std::optional<int>(k) : std::nullopt, d);
+    s->runner = Runner::load(s->model_dir, k > 0 ? std::optional<int>(k) : std::nullopt,
+                             spec_edge::runner::drafting_settings(utf8(env, drafter), adaptive_k, min_ngram, max_ngram,
+                                                                  min_match, draft_step_cost, verify_row_cost));
     return static_cast<jlong>(reinterpret_cast<intptr_t>(s.release()));
   });
 }

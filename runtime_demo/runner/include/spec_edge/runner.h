@@ -52,6 +52,11 @@ struct GenerationStats {
   double acceptance_rate() const;
 };
 
+// Drafting settings from the values the bindings (Python, Java) receive: ArgumentError naming a
+// drafter that is not one of model, lookup, hybrid. Runner::load checks the rest.
+Drafting drafting_settings(const std::string& drafter, bool adaptive_k, int min_ngram, int max_ngram, int min_match,
+                           double draft_step_cost, double verify_row_cost);
+
 class Runner {
  public:
   // Loads model_dir (manifest.json, draft.pte, target.pte, written by export/export_pair.py) and
