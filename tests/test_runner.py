@@ -353,6 +353,20 @@ def test_manifest_fields_are_checked_before_any_program_runs(build, pair, tmp_pa
                     load(d)
 
 
+@every_build
+def test_a_manifest_k_other_than_the_programs_is_refused(build, pair, tmp_path):
+    d = shutil.copytree(pair / "pair", tmp_path / "m")
+    manifest = json.loads((d / "manifest.json").read_text())
+    (d / "manifest.json").write_text(json.dumps({**manifest, "k": K + 1}))
+    expected = f"target.pte: exported for K={K}, the manifest says K={K + 1}"
+    result = build.run("--model-dir", str(d), "--prompt-ids", "1,2", check=False)
+    assert result.returncode == 1 and expected in result.stderr.decode(), result.stderr.decode()
+    if build is NATIVE:
+        for load in (spec_edge.NativeRunner, PteSpeculativeDecoder):
+            with pytest.raises(ProgramError, match=re.escape(expected)):
+                load(d)
+
+
 # ---- the same tokens on every build (the default pair) ---------------------------------------
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,21 @@ def test_any_k_up_to_the_exported_one_runs_the_same_programs(pair, k):
     assert len(dec.stats.accepted_histogram) == k + 1
 
 
+def test_a_pair_exported_for_k_2_runs_k_1_and_2(tmp_path):
+    """K = 2 once failed to export: the tracer's range for the verify step's k collapsed to one
+    value. Both loops decode it, greedy output equal to target-only."""
+    target, draft = configs()
+    export_pair(build_model(target, seed=1), target, build_model(draft, seed=2), draft, 2, tmp_path,
+                prefill_chunk=4, progress=False)
+    assert json.loads((tmp_path / "manifest.json").read_text())["k"] == 2
+    for k in (1, 2):
+        dec = PteSpeculativeDecoder(tmp_path, k=k)
+        tokens = dec.generate(PROMPT, 24)
+        assert tokens == dec.generate(PROMPT, 24, speculative=False)
+        assert len(dec.stats.accepted_histogram) == k + 1
+        assert spec_edge.NativeRunner(tmp_path, k=k).generate(PROMPT, 24) == tokens
+
+
 def test_a_draft_equal_to_the_target_is_always_accepted(pair):
     dec = PteSpeculativeDecoder(pair / "self")
     spec = dec.generate(PROMPT, 41)
@@ -175,7 +190,7 @@ def test_program_not_matching_the_manifest_is_refused(pair, tmp_path):
     ("vocab_size", 50, "vocabulary 48 does not match the manifest's 50"),
     ("ops", {"spec_edge::verify": 1}, "op versions"),
     ("format", 99, "manifest format 99"),
-    ("k", 4, r"takes draft logits \[1, 3, 48\], not up to \[1, K=4, V=48\]"),
+    ("k", 4, "target.pte: exported for K=3, the manifest says K=4"),
 ])
 def test_manifest_mismatches_are_refused(pair, tmp_path, field, value, match):
     d = copy_pair(pair, tmp_path)

@@ -280,7 +280,10 @@ def export_target(model, config: ModelConfig, k: int, path: Path, prefill_chunk:
                   xnnpack: bool = True) -> bytes:
     chunk = torch.export.Dim("chunk", min=1, max=prefill_chunk)
     rows = torch.export.Dim("rows", min=1, max=k + 1)
-    drafted = torch.export.Dim("k", min=1, max=k)  # any K up to the exported one
+    # Any K up to the exported one. The tracer assumes a dynamic size is not 1 (k = 1 still runs),
+    # so a range of 1..2 would leave one value and be specialized away: the range reaches 3 at
+    # least (the manifest and the program's `k` say the exported K).
+    drafted = torch.export.Dim("k", min=1, max=max(k, 3))
     one, pos = torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])
     draft_logits = torch.zeros(1, k, config.vocab_size)
     verify_args = (torch.zeros(1, k + 1, dtype=torch.long), pos, draft_logits, *sampling_example(config))

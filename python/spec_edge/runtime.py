@@ -232,10 +232,14 @@ class PteSpeculativeDecoder:
         if vocab not in (None, self.vocab_size):
             raise ProgramError(f"{self.dir / 'draft.pte'}: vocabulary {vocab} does not match the manifest's "
                                f"{self.vocab_size} (draft and target must share a tokenizer)")
-        draft_logits = program.metadata("verify").input_tensor_meta(1 if self.external_target else 2).sizes()
-        if tuple(draft_logits) != (1, self.max_k, self.vocab_size):
+        exported_k = int(program.load_method("k").execute([])[0]) if "k" in program.method_names else None
+        if exported_k not in (None, self.max_k):
+            raise ProgramError(f"{self.dir / name}: exported for K={exported_k}, the manifest says K={self.max_k}")
+        # Up to [1, K, V] (a target exported for K = 2 takes up to 3 rows: see export_target).
+        draft_logits = list(program.metadata("verify").input_tensor_meta(1 if self.external_target else 2).sizes())
+        if len(draft_logits) != 3 or draft_logits[::2] != [1, self.vocab_size] or draft_logits[1] < self.max_k:
             raise ProgramError(f"{self.dir / name}: its verify step takes draft logits "
-                               f"{list(draft_logits)}, not up to [1, K={self.max_k}, V={self.vocab_size}] as "
+                               f"{draft_logits}, not up to [1, K={self.max_k}, V={self.vocab_size}] as "
                                "the manifest says")
 
     # ---- the loop ---------------------------------------------------------------------------

@@ -179,6 +179,9 @@ class ModuleRunner final : public Runner {
         throw RunnerError(path + ": vocabulary does not match the manifest's " + std::to_string(vocab_) +
                           " (draft and target must share a tokenizer)");
     }
+    if (const int64_t exported_k = constant(*target_, dir + "/target.pte", "k"); exported_k != max_k_)
+      throw RunnerError(dir + "/target.pte: exported for K=" + std::to_string(exported_k) + ", the manifest says K=" +
+                        std::to_string(max_k_));
     draft_rows_.resize(static_cast<size_t>(k_ * vocab_));  // the programs' own vocabulary, checked above
   }
 
