@@ -51,14 +51,15 @@ def test_any_k_up_to_the_exported_one_runs_the_same_programs(pair, k):
     assert len(dec.stats.accepted_histogram) == k + 1
 
 
-def test_a_pair_exported_for_k_2_runs_k_1_and_2(tmp_path):
-    """K = 2 once failed to export: the tracer's range for the verify step's k collapsed to one
-    value. Both loops decode it, greedy output equal to target-only."""
+@pytest.mark.parametrize("exported_k", [1, 2])
+def test_a_pair_exported_for_a_small_k_runs_every_k_up_to_it(tmp_path, exported_k):
+    """K = 1 and 2 once failed to export: the tracer specialized the verify step's k to one value.
+    Both loops decode them, greedy output equal to target-only."""
     target, draft = configs()
-    export_pair(build_model(target, seed=1), target, build_model(draft, seed=2), draft, 2, tmp_path,
+    export_pair(build_model(target, seed=1), target, build_model(draft, seed=2), draft, exported_k, tmp_path,
                 prefill_chunk=4, progress=False)
-    assert json.loads((tmp_path / "manifest.json").read_text())["k"] == 2
-    for k in (1, 2):
+    assert json.loads((tmp_path / "manifest.json").read_text())["k"] == exported_k
+    for k in range(1, exported_k + 1):
         dec = PteSpeculativeDecoder(tmp_path, k=k)
         tokens = dec.generate(PROMPT, 24)
         assert tokens == dec.generate(PROMPT, 24, speculative=False)

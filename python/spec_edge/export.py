@@ -278,15 +278,17 @@ def export_draft(model, config: ModelConfig, path: Path, prefill_chunk: int, xnn
 
 def export_target(model, config: ModelConfig, k: int, path: Path, prefill_chunk: int,
                   xnnpack: bool = True) -> bytes:
+    # Any K up to the exported one. The tracer specializes an example size of 1 and assumes a
+    # dynamic size is not 1 (k = 1 still runs), so a range must hold two values above 1: the
+    # examples are at least 2 and the ranges reach 3 (the manifest and the program's `k` say the
+    # exported K).
+    traced_k = max(k, 2)
     chunk = torch.export.Dim("chunk", min=1, max=prefill_chunk)
-    rows = torch.export.Dim("rows", min=1, max=k + 1)
-    # Any K up to the exported one. The tracer assumes a dynamic size is not 1 (k = 1 still runs),
-    # so a range of 1..2 would leave one value and be specialized away: the range reaches 3 at
-    # least (the manifest and the program's `k` say the exported K).
+    rows = torch.export.Dim("rows", min=1, max=max(k + 1, 3))
     drafted = torch.export.Dim("k", min=1, max=max(k, 3))
     one, pos = torch.zeros(1, 1, dtype=torch.long), torch.tensor([0])
-    draft_logits = torch.zeros(1, k, config.vocab_size)
-    verify_args = (torch.zeros(1, k + 1, dtype=torch.long), pos, draft_logits, *sampling_example(config))
+    draft_logits = torch.zeros(1, traced_k, config.vocab_size)
+    verify_args = (torch.zeros(1, traced_k + 1, dtype=torch.long), pos, draft_logits, *sampling_example(config))
     verify_dims = ({1: drafted + 1}, None, {1: drafted}) + (None,) * len(sampling_example(config))
     return _lower({
         "prefill": _export(_Prefill(model), (torch.zeros(1, 2, dtype=torch.long), pos), ({1: chunk}, None)),
