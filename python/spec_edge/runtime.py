@@ -232,10 +232,12 @@ class PteSpeculativeDecoder:
         if vocab not in (None, self.vocab_size):
             raise ProgramError(f"{self.dir / 'draft.pte'}: vocabulary {vocab} does not match the manifest's "
                                f"{self.vocab_size} (draft and target must share a tokenizer)")
-        exported_k = int(program.load_method("k").execute([])[0]) if "k" in program.method_names else None
-        if exported_k not in (None, self.max_k):
+        if "k" not in program.method_names:
+            raise ProgramError(f"{self.dir / name}: carries no k; export it again with this spec_edge")
+        exported_k = int(program.load_method("k").execute([])[0])
+        if exported_k != self.max_k:
             raise ProgramError(f"{self.dir / name}: exported for K={exported_k}, the manifest says K={self.max_k}")
-        # Up to [1, K, V] (a target exported for K = 2 takes up to 3 rows: see export_target).
+        # Up to [1, K, V] (a target exported for K < 3 takes up to 3 rows: see export_target).
         draft_logits = list(program.metadata("verify").input_tensor_meta(1 if self.external_target else 2).sizes())
         if len(draft_logits) != 3 or draft_logits[::2] != [1, self.vocab_size] or draft_logits[1] < self.max_k:
             raise ProgramError(f"{self.dir / name}: its verify step takes draft logits "

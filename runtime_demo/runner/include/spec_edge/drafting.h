@@ -13,10 +13,10 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
-
-#include "spec_edge/program_format.h"  // the defaults and constants, the Python loop's too
 #include <unordered_map>
 #include <vector>
+
+#include "spec_edge/program_format.h"  // the defaults and constants, the Python loop's too
 
 namespace spec_edge::runner {
 
