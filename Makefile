@@ -3,8 +3,10 @@ VENV ?= .venv
 PY := $(abspath $(VENV))/bin/python
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 BUILD_DIR := build/cmake
+VENV_VLLM ?= .venv-vllm
+PY_VLLM := $(abspath $(VENV_VLLM))/bin/python
 
-.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo demo-real train-default bench bench-real fetch-models test-real clean
+.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo demo-real train-default bench bench-real fetch-models test-real clean vllm-venv test-vllm test-vllm-contract bench-vllm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -25,7 +27,7 @@ build: venv
 	@# An editable install does not stop on a failed native build: check that it produced the library.
 	@$(PY) -c "import spec_edge" || { echo "make build: the native build failed; rerun without -q: $(PY) -m pip install -v --no-build-isolation --no-deps -e ." >&2; exit 1; }
 
-test: test-cpp test-sanitize test-aarch64 test-fuzz test-cuda test-py
+test: test-cpp test-sanitize test-aarch64 test-fuzz test-cuda test-py test-vllm-contract
 
 # A hung C++ test fails after 10 minutes instead of holding the run (the tiers: CMakePresets.json).
 test-cpp: build
@@ -49,6 +51,27 @@ test-cuda: build
 
 test-py: build
 	$(PY) -m pytest -q --durations=15
+
+# vLLM's CPU build in an environment of its own (its transformers pin is not the project's), from
+# pinned requirements, with spec_edge installed there around the libraries `make build` made.
+vllm-venv: $(VENV_VLLM)/.installed
+$(VENV_VLLM)/.installed: requirements-vllm.txt pyproject.toml | build
+	test -x $(PY_VLLM) || python3 -m venv $(VENV_VLLM)
+	$(PY_VLLM) -m pip install -q --no-deps -r requirements-vllm.txt
+	SPEC_EDGE_USE_BUILT_LIBRARIES=1 $(PY_VLLM) -m pip install -q --no-build-isolation --no-deps -e .
+	touch $@
+
+# spec_edge's vLLM plugin against vLLM's rejection-sampler contract on synthetic batches (part of
+# `make test`); test-vllm adds vLLM's offline engine, n-gram speculative decoding with K = 2..5,
+# one engine per process (about 5 minutes).
+test-vllm-contract: vllm-venv
+	$(PY_VLLM) -m pytest -q tests/test_vllm_contract.py
+
+test-vllm: test-vllm-contract
+	for k in 2 3 4 5; do $(PY_VLLM) -m pytest -q tests/test_vllm_engine.py --vllm-k $$k || exit 1; done
+
+bench-vllm: vllm-venv
+	$(PY_VLLM) bench/bench_vllm.py --write docs/BENCHMARKS.md
 
 # The statistical conformance suite at >= 10^7 trials per case; writes docs/CONFORMANCE.md.
 stat-full: build

@@ -26,6 +26,13 @@ def cmake_command() -> str:
 class BuildWithCMake(build_py):
     def run(self):
         super().run()
+        if os.environ.get("SPEC_EDGE_USE_BUILT_LIBRARIES") == "1":
+            # Another environment with the same torch (make vllm-venv): the editable package with
+            # the libraries a build already put in python/spec_edge/_lib.
+            if not self.editable_mode or not list((ROOT / "python" / "spec_edge" / "_lib").glob("*.so")):
+                raise RuntimeError("SPEC_EDGE_USE_BUILT_LIBRARIES=1: needs an editable install (-e) and the "
+                                   "libraries of `make build` in python/spec_edge/_lib")
+            return
         try:
             import torch  # the torch the libraries must match (hence --no-build-isolation)
         except ImportError as error:

@@ -7,6 +7,8 @@ def pytest_addoption(parser):
                           "and write docs/CONFORMANCE.md")
     parser.addoption("--real-models", action="store_true", default=False,
                      help="also run the long tests on the real GGUF files of build/models (make test-real)")
+    parser.addoption("--vllm-k", type=int, default=3,
+                     help="num_speculative_tokens of the vLLM engine tests (make test-vllm runs 2..5)")
 
 
 @pytest.fixture(scope="session")

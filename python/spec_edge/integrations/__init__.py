@@ -1,0 +1,1 @@
+"""Adapters that run spec_edge's ops inside other engines (``spec_edge.integrations.vllm``)."""
