@@ -24,7 +24,7 @@ import torch
 from tqdm import tqdm
 
 import spec_edge
-from spec_edge.demo_real import EXPORT, MODELS, TARGET, exported
+from spec_edge.demo_real import MODELS, TARGET, describe_export, exported
 from spec_edge.runtime import PteSpeculativeDecoder
 
 import llama_cpp  # noqa: E402  (bench/, this script's directory)
@@ -65,10 +65,11 @@ def main():
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--keep-gguf-precision", action="store_true",
-                        help="measure the export that keeps the file's weights (its own --cache directory)")
+    parser.add_argument("--requantize", action="store_true",
+                        help="measure a target whose 4-bit weights are quantized again, 8da4w (give it its own --cache)")
     args = parser.parse_args()
-    out = exported(MODELS, args.cache, keep_gguf_precision=args.keep_gguf_precision)
+    settings = dict(keep_gguf_precision=False) if args.requantize else {}
+    out = exported(MODELS, args.cache, **settings)
     tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
     text, ids = held_out(tokenizer, args.chunks * args.context)
     chunks = torch.tensor(ids).view(args.chunks, args.context)
@@ -94,15 +95,13 @@ def main():
                                                 args.context, args.threads, args.chunks)
     top1 = torch.cat(agree).mean().item()
     base = ppl["transformers"]
-    kept = " --keep-gguf-precision" if args.keep_gguf_precision else ""
-    weights = ", the file's weights kept" if kept else ""
+    flag = " --requantize" if args.requantize else ""
     body = "\n".join([
-        f"## The exported target against its source (`bench/bench_quality.py{kept}`)\n",
+        f"## The exported target against its source (`bench/bench_quality.py{flag}`)\n",
         f"`{TARGET}`: perplexity on {args.chunks} chunks x {args.context} tokens of held-out text "
         f"(the Python standard library's {' and '.join(TEXTS)}), each chunk scoring its second half as "
-        "`llama-perplexity` does. target.pte is the `make demo-real` export "
-        f"({EXPORT['quantize']}, group {EXPORT['group_size']}, embeddings {EXPORT['quantize_embedding']}"
-        f"{weights}).\n",
+        f"`llama-perplexity` does. target.pte is {'a' if flag else 'the'} `make demo-real` export "
+        f"({describe_export(**settings)}).\n",
         "| model | perplexity | against transformers |", "|---|---|---|",
         *(f"| {name} | {value:.4f} | {value / base - 1:+.2%} |" for name, value in
           (("transformers, dequantized GGUF (fp32): the source", base), ("llama.cpp on the GGUF file", ppl["llama.cpp"]),
@@ -113,7 +112,7 @@ def main():
     ])
     print(body)
     if args.write:
-        write_section(args.write, "bench_quality" + ("_kept" if kept else ""), body)
+        write_section(args.write, "bench_quality" + ("_requantized" if flag else ""), body)
 
 
 if __name__ == "__main__":

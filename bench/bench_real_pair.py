@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 import spec_edge
 from spec_edge.demo import run
-from spec_edge.demo_real import DRAFT, EXPORT, MODELS, PROMPTS, SAMPLED, TARGET, exported, runner
+from spec_edge.demo_real import DRAFT, EXPORT, MODELS, PROMPTS, SAMPLED, TARGET, describe_export, exported, runner
 from spec_edge.stats import GenerationStats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,13 +65,14 @@ def k_sweep(out: Path, prompts, max_new: int, eos) -> tuple[list[str], dict]:
     return rows, best
 
 
-def draft_vocab(out: Path, prompts, max_new: int, eos, k: int, n: int) -> list[str]:
-    """The draft over the whole vocabulary against one over its ``n`` most frequent tokens (the
-    target.pte shared), greedy, prompt by prompt in turn."""
-    variant = exported(MODELS, out.parent / f"{out.name}-draft-vocab-{n}", draft_vocab=n, reuse_target=out)
+def draft_vocab(out: Path, prompts, max_new: int, eos, k: int) -> list[str]:
+    """The pair's draft (over EXPORT's frequent tokens) against one over the whole vocabulary
+    (the target.pte shared), greedy, prompt by prompt in turn."""
+    variant = exported(MODELS, out.parent / f"{out.name}-whole-vocab", draft_vocab=None, reuse_target=out)
     rows = ["| draft | draft.pte | draft step | / target decode step | acceptance | speculative tokens/s |",
             "|---|---|---|---|---|---|"]
-    decoders = {"whole vocabulary": runner(out, k)[0], f"{n} frequent tokens": runner(variant, k)[0]}
+    decoders = {f"{EXPORT['draft_vocab']:,} frequent tokens": runner(out, k)[0],
+                "whole vocabulary": runner(variant, k)[0]}
     totals = {name: (GenerationStats(), GenerationStats()) for name in decoders}
     for prompt in tqdm(prompts, desc="draft vocabulary"):
         for name, decoder in decoders.items():
@@ -160,7 +161,6 @@ def main():
     parser.add_argument("--llama-cpp", type=Path, default=Path("build/llama_cpp"))
     parser.add_argument("--max-new", type=int, default=64)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--draft-vocab", type=int, default=32768, help="the draft-vocabulary variant's size")
     parser.add_argument("--k", type=int, help="K of the sections after the sweep (default: the sweep's best greedy K)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS)
     args = parser.parse_args()
@@ -170,8 +170,7 @@ def main():
     eos = tokenizer.eos_ids
     load_s = runner(out, EXPORT["k"])[1]
     lines, header = [], ["## The real pair: Qwen2.5-Coder 0.5B drafting for 1.5B (`bench/bench_real_pair.py`)\n",
-             f"`{TARGET}` drafted by `{DRAFT}`, exported as `make demo-real` does ({EXPORT['quantize']}, group "
-             f"{EXPORT['group_size']}, embeddings {EXPORT['quantize_embedding']}, context {EXPORT['max_context_len']}), "
+             f"`{TARGET}` drafted by `{DRAFT}`, exported as `make demo-real` does ({describe_export()}), "
              f"the C++ runner (`spec_edge.NativeRunner`), {len(prompts)} code prompts x {args.max_new} new tokens, "
              f"{args.threads} threads. Load: `NativeRunner` {load_s:.1f} s.\n"]
 
@@ -196,7 +195,7 @@ def main():
         done(["### The verify step as the context grows\n", *context_growth(out, tokenizer), ""])
     if "draft-vocab" in args.sections:
         done([f"### A draft over part of the vocabulary, K={k}, greedy\n",
-              *draft_vocab(out, prompts, args.max_new, eos, k, args.draft_vocab), ""])
+              *draft_vocab(out, prompts, args.max_new, eos, k), ""])
     if "llama.cpp" in args.sections:
         done([f"### Beside llama.cpp (0c1e570, from llama-cpp-python 0.3.36's sources), greedy, {args.threads} "
               "threads, tokens/s\n", *side_by_side(out, prompts, args.max_new, k, args.threads, args.llama_cpp)])

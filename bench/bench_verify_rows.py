@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 import spec_edge
-from spec_edge.demo_real import EXPORT, MODELS, exported
+from spec_edge.demo_real import EXPORT, MODELS, describe_export, exported
 from spec_edge.export import _lower, quantize_model
 from spec_edge.runtime import PteSpeculativeDecoder
 
@@ -72,7 +72,7 @@ def main():
         table.append(f"| {n} | {model:.1f} ms | {model / base['model']:.2f} | {1e3 * alone:.0f} us | "
                      f"{alone / base['linear']:.2f} |")
     body = "\n".join(["## What a verify step's rows cost on the real target (`bench/bench_verify_rows.py`)\n",
-                      f"The `make demo-real` target.pte ({EXPORT['quantize']}, group {EXPORT['group_size']}), "
+                      f"The `make demo-real` target.pte ({describe_export()}), "
                       "its forward at 256 positions of context; the linear: one of its MLP projections' shape.\n",
                       *table])
     print(body)

@@ -155,6 +155,11 @@ def test_frequent_token_ids_rank_a_corpus_and_keep_the_special_tokens(tmp_path):
     counts = Counter(tok.encode((tmp_path / "a.py").read_text()).ids)
     assert len(ranked) == 3 and min(counts[i] for i in ranked) >= sorted(counts.values())[-3]
     assert not set(tok.encode("pass").ids) & set(ranked)  # once, against 50 and 20
+    # More than the corpus holds: the lowest ids it lacks (BPE merge order) make up the rest.
+    ids = frequent_token_ids(path, [tmp_path / "a.py"], 20)
+    seen = set(counts)
+    fill = [i for i in range(tok.get_vocab_size()) if i not in seen][:20 - len(seen)]
+    assert set(ids) - special == seen | set(fill) and len(set(ids) - special) == 20
     with pytest.raises(ValueError, match="draft_vocab: expected a positive number"):
         frequent_token_ids(path, [tmp_path / "a.py"], 0)
     with pytest.raises(ValueError, match="draft_vocab_corpus: cannot read .*missing.txt"):

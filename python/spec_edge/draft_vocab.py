@@ -32,7 +32,9 @@ def stdlib_corpus() -> list[Path]:
 def frequent_token_ids(tokenizer: str | Path, corpus: Iterable[str | Path], n: int) -> list[int]:
     """The ``n`` ids most frequent when ``tokenizer`` (a ``tokenizer.json``) encodes the text
     files of ``corpus`` (ties to the lower id), plus every added (special) token, so that the
-    draft can still propose an end token; ascending."""
+    draft can still propose an end token; ascending. Where the corpus holds fewer than ``n``
+    distinct tokens, the lowest ids it lacks make up the rest: a BPE vocabulary is numbered in
+    merge order, most frequent in the tokenizer's training text first."""
     from tokenizers import Tokenizer
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"draft_vocab: expected a positive number of tokens, got {n!r}")
@@ -47,9 +49,11 @@ def frequent_token_ids(tokenizer: str | Path, corpus: Iterable[str | Path], n: i
         except OSError as error:
             raise ValueError(f"draft_vocab_corpus: cannot read {path}: {error.strerror}") from error
         counts.update(tok.encode(text, add_special_tokens=False).ids)
-    ranked = sorted(counts, key=lambda i: (-counts[i], i))[:n]
-    special = list(tok.get_added_tokens_decoder())
     vocab = tok.get_vocab_size()
+    ranked = sorted(counts, key=lambda i: (-counts[i], i))[:n]
+    seen = set(ranked)
+    ranked += [i for i in range(vocab) if i not in seen][:n - len(ranked)]
+    special = list(tok.get_added_tokens_decoder())
     return sorted({i for i in [*ranked, *special] if i < vocab})
 
 

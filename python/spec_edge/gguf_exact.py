@@ -82,8 +82,7 @@ class ExactFourBitLinear(torch.nn.Module):
     """``W4 x + C s(x)`` (module docstring): a GGUF 4-bit linear as 8da4w weights with the file's
     values and scales, plus its groups' offsets as an 8-bit linear over the group sums (absent
     for Q4_0). ``s(x)`` is 32 times the groups' means, a mean over the inner dimensions of a 4-D
-    view (the form of XNNPACK's global average pooling; its partitioner leaves this one to
-    ExecuTorch's portable kernel)."""
+    view: the form of XNNPACK's global average pooling, so that XNNPACK runs it."""
 
     def __init__(self, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
