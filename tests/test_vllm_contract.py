@@ -208,3 +208,58 @@ def test_the_plugin_stays_off_without_its_switch_and_on_other_vllm_releases(monk
     assert not plugin._original
     assert "vLLM 0.99.0 is not a release this plugin was written for (0.32.x); it stays off" in caplog.text
     assert installed  # the module fixture's installation is untouched by this test's
+
+
+# ---- the final-token sampler (steps without drafts) -------------------------------------------
+
+def min_p_processor(rows: int, value: float):
+    """vLLM's min-p processor holding ``value`` for every row (its state as its update leaves it)."""
+    from vllm.v1.sample.logits_processor.builtin import MinPLogitsProcessor
+    processor = MinPLogitsProcessor.__new__(MinPLogitsProcessor)
+    processor.min_p_count, processor.min_p = rows, torch.full((rows, 1), value)
+    return processor
+
+
+def test_greedy_sampling_is_vllms(sampler):
+    logits = torch.randn(16, 300)
+    ours, _ = sampler.sampler.sample(logits.clone(), sampling(16))
+    theirs, _ = plugin._original["sample"](sampler.sampler, logits.clone(), sampling(16))
+    assert torch.equal(ours.long(), theirs.long())
+
+
+def test_min_p_keeps_the_tokens_it_should(sampler):
+    # Every token drawn has p >= min_p * p_max; the negative control (min-p dropped) draws
+    # below the bar from the same logits.
+    from vllm.v1.sample.logits_processor import LogitsProcessors
+    rows = 4000
+    logits = torch.linspace(0, 4, 12).repeat(rows, 1)
+    p = torch.softmax(logits[0], -1)
+    allowed = set(torch.nonzero(p >= 0.3 * p.max()).flatten().tolist())
+    sm = sampling(rows, temperature=1.0)
+    sm.logitsprocs = LogitsProcessors([min_p_processor(rows, 0.3)])
+    drawn = set(sampler.sampler.sample(logits.clone(), sm)[0].tolist())
+    assert drawn == allowed
+    sm.logitsprocs = LogitsProcessors()
+    assert not set(sampler.sampler.sample(logits.clone(), sm)[0].tolist()) <= allowed
+
+
+def test_seeded_rows_draw_by_their_seed_alone(sampler):
+    def generators(seeds):
+        return {row: torch.Generator().manual_seed(seed) for row, seed in seeds.items()}
+    logits = torch.randn(1, 1000).repeat(4, 1)
+    first, _ = sampler.sampler.sample(logits.clone(), sampling(4, 1.0, generators=generators({0: 7, 2: 7, 3: 8})))
+    again, _ = sampler.sampler.sample(logits.clone(), sampling(4, 1.0, generators=generators({1: 7, 3: 7})))
+    assert first[0] == first[2] == again[1] == again[3]  # seed 7 in any row
+    draws = {sampler.sampler.sample(logits[:1].clone(), sampling(1, 1.0, generators=generators({0: s})))[0].item()
+             for s in range(20)}
+    assert len(draws) > 5  # the seed does decide
+
+
+def test_min_p_with_top_p_goes_to_vllms_code(sampler, caplog):
+    from vllm.v1.sample.logits_processor import LogitsProcessors
+    sm = sampling(2, temperature=1.0, top_p=0.9)
+    sm.logitsprocs = LogitsProcessors([min_p_processor(2, 0.1)])
+    with caplog.at_level(logging.WARNING, logger="vllm.spec_edge"):
+        tokens, _ = sampler.sampler.sample(torch.randn(2, 50), sm)
+    assert tokens.shape == (2,)
+    assert "min-p together with top-k or top-p; vLLM's own code serves it" in caplog.text
