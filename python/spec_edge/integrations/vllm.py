@@ -95,8 +95,8 @@ def _by_request(call, settings: dict, rows: int, generators: dict) -> torch.Tens
     if len(groups) == 1:
         return call(slice(None), settings)
     out = None
-    for group in groups:
-        index = torch.tensor(group, device=settings["seed"].device)
+    for group in groups:  # a seeded row as a slice: no gather
+        index = slice(group[0], group[0] + 1) if len(group) == 1 else torch.tensor(group, device=settings["seed"].device)
         part = call(index, {name: value[index] if isinstance(value, torch.Tensor) and value.dim() else value
                             for name, value in settings.items()})
         out = part.new_empty((rows, *part.shape[1:])) if out is None else out
