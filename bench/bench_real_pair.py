@@ -65,14 +65,13 @@ def k_sweep(out: Path, prompts, max_new: int, eos) -> tuple[list[str], dict]:
     return rows, best
 
 
-def draft_vocab(out: Path, prompts, max_new: int, eos, k: int) -> list[str]:
-    """The pair's draft (over EXPORT's frequent tokens) against one over the whole vocabulary
+def draft_vocab(out: Path, prompts, max_new: int, eos, k: int, n: int) -> list[str]:
+    """The pair's draft over the whole vocabulary against one over its ``n`` most frequent tokens
     (the target.pte shared), greedy, prompt by prompt in turn."""
-    variant = exported(MODELS, out.parent / f"{out.name}-whole-vocab", draft_vocab=None, reuse_target=out)
+    variant = exported(MODELS, out.parent / f"{out.name}-draft-vocab-{n}", draft_vocab=n, reuse_target=out)
     rows = ["| draft | draft.pte | draft step | / target decode step | acceptance | speculative tokens/s |",
             "|---|---|---|---|---|---|"]
-    decoders = {f"{EXPORT['draft_vocab']:,} frequent tokens": runner(out, k)[0],
-                "whole vocabulary": runner(variant, k)[0]}
+    decoders = {"whole vocabulary": runner(out, k)[0], f"{n:,} frequent tokens": runner(variant, k)[0]}
     totals = {name: (GenerationStats(), GenerationStats()) for name in decoders}
     for prompt in tqdm(prompts, desc="draft vocabulary"):
         for name, decoder in decoders.items():
@@ -161,6 +160,7 @@ def main():
     parser.add_argument("--llama-cpp", type=Path, default=Path("build/llama_cpp"))
     parser.add_argument("--max-new", type=int, default=64)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--draft-vocab", type=int, default=49152, help="the draft-vocabulary variant's size")
     parser.add_argument("--k", type=int, help="K of the sections after the sweep (default: the sweep's best greedy K)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS)
     args = parser.parse_args()
@@ -195,7 +195,7 @@ def main():
         done(["### The verify step as the context grows\n", *context_growth(out, tokenizer), ""])
     if "draft-vocab" in args.sections:
         done([f"### A draft over part of the vocabulary, K={k}, greedy\n",
-              *draft_vocab(out, prompts, args.max_new, eos, k), ""])
+              *draft_vocab(out, prompts, args.max_new, eos, k, args.draft_vocab), ""])
     if "llama.cpp" in args.sections:
         done([f"### Beside llama.cpp (0c1e570, from llama-cpp-python 0.3.36's sources), greedy, {args.threads} "
               "threads, tokens/s\n", *side_by_side(out, prompts, args.max_new, k, args.threads, args.llama_cpp)])
