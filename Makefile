@@ -92,7 +92,7 @@ test-real: fetch-models
 	$(PY) -m pytest -q tests/test_real_models.py --real-models --durations=0
 
 # The real pair: Qwen2.5-Coder 0.5B drafting for 1.5B, exported to 4-bit programs once (cached in
-# build/real; about 40 minutes the first time), code prompts completed through the C++ runner.
+# build/real; about an hour the first time), code prompts completed through the C++ runner.
 demo-real: build fetch-models
 	$(PY) -m spec_edge.demo_real
 
