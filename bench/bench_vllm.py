@@ -76,15 +76,6 @@ class StepTimer:
         self.cls.forward = self.inner
 
 
-def use(plugged: bool) -> None:
-    from vllm.v1.sample.rejection_sampler import RejectionSampler
-    from vllm.v1.sample.sampler import Sampler
-    if plugged:
-        Sampler.sample, RejectionSampler.forward = plugin._sample, plugin._rejection_sample
-    else:
-        Sampler.sample, RejectionSampler.forward = plugin._original["sample"], plugin._original["forward"]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", type=Path)
@@ -108,7 +99,7 @@ def main():
             params = SamplingParams(max_tokens=args.max_tokens, detokenize=False, ignore_eos=True, **settings)
             step, rate = {}, {}
             for name in ("vllm", "spec_edge") * args.repeats:
-                use(name == "spec_edge")
+                plugin.switch(name == "spec_edge")
                 with StepTimer() as timer:
                     start = time.perf_counter()
                     outputs = llm.generate(batch_prompts, params, use_tqdm=False)

@@ -195,7 +195,6 @@ def test_what_the_plugin_does_not_serve_goes_to_vllms_code(sampler, caplog):
 
 def test_the_plugin_stays_off_without_its_switch_and_on_other_vllm_releases(monkeypatch, caplog):
     from vllm.v1.sample.sampler import Sampler
-    installed = dict(plugin._original)
     monkeypatch.setattr(plugin, "_original", {})
     monkeypatch.setattr(Sampler, "sample", Sampler.sample)
     monkeypatch.delenv(plugin.ENV, raising=False)
@@ -207,7 +206,6 @@ def test_the_plugin_stays_off_without_its_switch_and_on_other_vllm_releases(monk
         plugin.register()
     assert not plugin._original
     assert "vLLM 0.99.0 is not a release this plugin was written for (0.32.x); it stays off" in caplog.text
-    assert installed  # the module fixture's installation is untouched by this test's
 
 
 # ---- the final-token sampler (steps without drafts) -------------------------------------------

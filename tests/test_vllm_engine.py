@@ -10,6 +10,7 @@ function wrappers: "'_lib_fn_wrapper' object has no attribute 'get'").
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import numpy as np
@@ -65,19 +66,14 @@ def generate(llm, prompts, **params):
     return [list(o.outputs[0].token_ids) for o in outputs]
 
 
-class Unplugged:
-    """vLLM's own samplers for the duration (the plugin installed stays installed)."""
-
-    def __enter__(self):
-        from vllm.v1.sample.rejection_sampler import RejectionSampler
-        from vllm.v1.sample.sampler import Sampler
-        self.patched = Sampler.sample, RejectionSampler.forward
-        Sampler.sample, RejectionSampler.forward = plugin._original["sample"], plugin._original["forward"]
-
-    def __exit__(self, *_):
-        from vllm.v1.sample.rejection_sampler import RejectionSampler
-        from vllm.v1.sample.sampler import Sampler
-        Sampler.sample, RejectionSampler.forward = self.patched
+@contextlib.contextmanager
+def unplugged():
+    """vLLM's own samplers for the duration (the plugin stays installed)."""
+    plugin.switch(False)
+    try:
+        yield
+    finally:
+        plugin.switch(True)
 
 
 def counting(monkeypatch) -> dict:
@@ -104,14 +100,14 @@ def test_greedy_output_is_vllms_own_and_target_only_decodings(llm, checkpoint, m
     calls = counting(monkeypatch)
     ours = generate(llm, prompts, max_tokens=32, temperature=0)
     assert calls["verify"] > 0, "no speculative step reached the plugin"
-    with Unplugged():
+    with unplugged():
         theirs = generate(llm, prompts, max_tokens=32, temperature=0)
     target_only = [checkpoint[1].generate(torch.tensor([p]), max_new_tokens=32, do_sample=False)[0, len(p):].tolist()
                    for p in prompts]
     assert ours == theirs == target_only
     # vLLM's penalties still apply (its logits processors run before the plugin's sampling).
     penalized = generate(llm, prompts, max_tokens=32, temperature=0, repetition_penalty=1.3)
-    with Unplugged():
+    with unplugged():
         assert penalized == generate(llm, prompts, max_tokens=32, temperature=0, repetition_penalty=1.3)
     assert penalized != ours
 

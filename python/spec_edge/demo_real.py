@@ -3,8 +3,8 @@
 The GGUF files come from `make fetch-models` (build/models, checked against pinned hashes). They
 are exported once to 4-bit programs (8-bit dynamic activations, 4-bit weights in groups of 32,
 the target's as its file has them, 4-bit token embeddings; cached: a program made from the
-same file with the same settings is reused), then code prompts are completed through the C++ runner (spec_edge.NativeRunner), the
-text encoded and decoded by the runner's own tokenizer. Prints the same report as `make demo`:
+same file with the same settings is reused), then code prompts are completed through the C++
+runner (spec_edge.NativeRunner), the text encoded and decoded by the runner's own tokenizer. Prints the same report as `make demo`:
 the text, identity with target-only decoding through the same target.pte, tokens/s of both,
 acceptance and the time split, greedy and sampled, at the best K of a greedy sweep.
 """

@@ -67,9 +67,19 @@ def register() -> None:
     if _original:
         return
     _original["sample"], _original["forward"] = Sampler.sample, RejectionSampler.forward
-    Sampler.sample = _sample
-    RejectionSampler.forward = _rejection_sample
+    switch(True)
     _logger.info("spec_edge: vLLM's rejection sampler and sampler run on spec_edge.verify and spec_edge.sample")
+
+
+def switch(on: bool) -> None:
+    """Routes vLLM's samplers to spec_edge (``on``) or back to vLLM's own code, once ``register``
+    has installed the plugin: tests and benchmarks compare the two in one process."""
+    from vllm.v1.sample.rejection_sampler import RejectionSampler
+    from vllm.v1.sample.sampler import Sampler
+    if not _original:
+        raise RuntimeError("spec_edge's vLLM plugin is not installed (SPEC_EDGE_VLLM=1, then register())")
+    Sampler.sample = _sample if on else _original["sample"]
+    RejectionSampler.forward = _rejection_sample if on else _original["forward"]
 
 
 def _has_kernels(device: torch.device) -> bool:
@@ -96,7 +106,8 @@ def _by_request(call, settings: dict, rows: int, generators: dict) -> torch.Tens
         return call(slice(None), settings)
     out = None
     for group in groups:  # a seeded row as a slice: no gather
-        index = slice(group[0], group[0] + 1) if len(group) == 1 else torch.tensor(group, device=settings["seed"].device)
+        index = (slice(group[0], group[0] + 1) if len(group) == 1
+                 else torch.tensor(group, device=settings["seed"].device))
         part = call(index, {name: value[index] if isinstance(value, torch.Tensor) and value.dim() else value
                             for name, value in settings.items()})
         out = part.new_empty((rows, *part.shape[1:])) if out is None else out
@@ -159,7 +170,7 @@ def _sample(self, logits, sampling_metadata, logprobs_mode_override=None):
         return _original["sample"](self, logits, sm, logprobs_mode_override)
 
 
-def verify_rows(metadata, target: torch.Tensor, bonus: torch.Tensor) -> tuple:
+def _verify_rows(metadata, target: torch.Tensor, bonus: torch.Tensor) -> tuple:
     """vLLM's flattened rows as ``verify`` takes them: ``[B, K+1, V]`` target logits (each row's
     draft positions, then its bonus position), the drafts ``[B, K]`` (0 past a row's length) and
     the lengths ``[B]``, cut at a ``-1`` draft (vLLM's padding: no proposal from there on)."""
@@ -206,7 +217,7 @@ def _rejection_sample(self, metadata, draft_probs, logits, sampling_metadata):
             def call(index, s):
                 return spec_edge.sample(bonus[index], **s)[:, None]
         else:
-            rows, drafts, counts = verify_rows(metadata, target, bonus)
+            rows, drafts, counts = _verify_rows(metadata, target, bonus)
             point_mass = torch.full(drafts.shape + rows.shape[-1:], float("-inf"), device=rows.device)
             point_mass.scatter_(-1, drafts[..., None], 0.0)
 
