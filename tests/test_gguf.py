@@ -22,6 +22,7 @@ pytest.importorskip("gguf")
 pytest.importorskip("accelerate")  # transformers loads GGUF weights with it
 transformers = pytest.importorskip("transformers")
 
+import spec_edge  # noqa: E402
 import spec_edge.export as se_export  # noqa: E402
 import spec_edge.gguf_checkpoint as se_gguf  # noqa: E402
 from gguf_files import Q, write_gguf  # noqa: E402
@@ -121,13 +122,14 @@ def test_llama3_scaled_rope_comes_from_the_rope_freqs_tensor(tmp_path):
         load_gguf(write_gguf(tmp_path / "other.gguf", source, TOKENIZER, **QWEN2, rope_freqs=other), 64)
 
 
-# (family, llama.cpp pre-tokenizer name, EOS, BOS the tokenizer adds)
-TOKENIZERS = [("qwen2", "qwen2", "<|im_end|>", None), ("llama3", "llama-bpe", "<|eot_id|>", "<|begin_of_text|>"),
-              ("smollm2", "smollm", "<|im_end|>", None)]
+# (family, llama.cpp pre-tokenizer name, EOS, BOS the tokenizer adds, the tokens that end generation)
+TOKENIZERS = [("qwen2", "qwen2", "<|im_end|>", None, ["<|im_end|>", "<|endoftext|>"]),
+              ("llama3", "llama-bpe", "<|eot_id|>", "<|begin_of_text|>", ["<|eot_id|>", "<|end_of_text|>"]),
+              ("smollm2", "smollm", "<|im_end|>", None, ["<|im_end|>", "<|endoftext|>"])]
 
 
-@pytest.mark.parametrize("family,pre,eos,bos", TOKENIZERS, ids=[t[0] for t in TOKENIZERS])
-def test_the_tokenizer_from_gguf_metadata_tokenizes_as_the_original(tmp_path, family, pre, eos, bos):
+@pytest.mark.parametrize("family,pre,eos,bos,ends", TOKENIZERS, ids=[t[0] for t in TOKENIZERS])
+def test_the_tokenizer_from_gguf_metadata_tokenizes_as_the_original(tmp_path, family, pre, eos, bos, ends):
     import unicodedata
     original = FAMILIES[family]()
     model = random_model("llama", dim=32, vocab_size=original.get_vocab_size())
@@ -136,6 +138,10 @@ def test_the_tokenizer_from_gguf_metadata_tokenizes_as_the_original(tmp_path, fa
     # Exactly the file's tokens: transformers' own build adds <|endoftext|> to a Llama 3 vocabulary.
     assert built.get_vocab_size() == original.get_vocab_size()
     assert json.loads((tmp_path / "tokenizer" / "tokenizer_config.json").read_text())["eos_token"] == eos
+    # Generation ends where llama.cpp's does: the EOS first, then the other end-of-text tokens.
+    generation = json.loads((tmp_path / "tokenizer" / "generation_config.json").read_text())
+    assert generation["eos_token_id"] == [original.token_to_id(t) for t in ends]
+    assert spec_edge.NativeTokenizer(tmp_path / "tokenizer" / "tokenizer.json").eos_ids == generation["eos_token_id"]
     for text in HARD + random_texts(300, seed=3):
         if family == "qwen2":  # a GGUF file has no normalizer: Qwen2's NFC step is not in it (nor in llama.cpp)
             text = unicodedata.normalize("NFC", text)

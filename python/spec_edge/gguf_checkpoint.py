@@ -9,7 +9,8 @@ A GGUF file is read where it lies, with no fp32 checkpoint written anywhere:
   ``hf.py`` reorders it. A file without ``output.weight`` ties the output to the embedding;
 - Llama 3's scaled RoPE from the ``rope_freqs`` tensor llama.cpp writes in place of a config;
 - the tokenizer as transformers builds it from the metadata (``AutoTokenizer`` with
-  ``gguf_file``), saved as ``tokenizer.json`` and ``tokenizer_config.json`` (EOS, BOS).
+  ``gguf_file``), saved as ``tokenizer.json`` and ``tokenizer_config.json`` (EOS, BOS), and the
+  ids that end generation as llama.cpp finds them, saved as ``generation_config.json``.
 """
 
 from __future__ import annotations
@@ -189,9 +190,29 @@ def _keep_four_bit(model: torch.nn.Module, path: Path, config: ModelConfig) -> N
         setattr(owner, attribute, ExactFourBitLinear(q, scale, offset, getattr(owner, attribute).bias))
 
 
+# The token texts llama.cpp ends generation at besides the file's EOS (llama-vocab.cpp's list, the
+# families spec_edge reads): a Qwen2.5 instruct model ends a plain completion with <|endoftext|>,
+# its chat turn with <|im_end|>, the file's EOS.
+END_OF_GENERATION = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|end|>",
+                     "<end_of_turn>", "<EOT>")
+
+
+def end_of_generation_ids(reader) -> list[int]:
+    """The file's EOS (and EOT/EOM) ids, then every token whose text is in END_OF_GENERATION."""
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    ids = [int(reader.fields[key].parts[reader.fields[key].data[0]][0]) for key in
+           ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+           if key in reader.fields]
+    for i, part in enumerate(tokens.data):
+        if bytes(tokens.parts[part]).decode("utf-8", "replace") in END_OF_GENERATION:
+            ids.append(i)
+    return list(dict.fromkeys(i for i in ids if 0 <= i < len(tokens.data)))
+
+
 def save_gguf_tokenizer(path: str | Path, directory: str | Path):
     """Writes the tokenizer transformers builds from a GGUF file's metadata to ``directory``
-    (``tokenizer.json``, ``tokenizer_config.json``, ...) and returns it (``tokenizers``).
+    (``tokenizer.json``, ``tokenizer_config.json``, ...) and the ids that end generation
+    (``generation_config.json``: ``end_of_generation_ids``), and returns the tokenizer (``tokenizers``).
 
     Tokens the file does not have are dropped: transformers adds ``<|endoftext|>`` as a special
     token after the vocabulary of a file that lacks it (a Llama 3 file), an id no model row has."""
@@ -210,6 +231,7 @@ def save_gguf_tokenizer(path: str | Path, directory: str | Path):
         spec[key] = ([a for a in added if a["id"] < count] if isinstance(added, list)
                      else {i: a for i, a in added.items() if int(i) < count})
         (directory / name).write_text(json.dumps(spec, ensure_ascii=False, indent=2))
+    (directory / "generation_config.json").write_text(json.dumps({"eos_token_id": end_of_generation_ids(reader)}))
     tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
     if tokenizer.get_vocab_size() != count:
         raise CheckpointError(f"{path}: the tokenizer built from the metadata has {tokenizer.get_vocab_size()} "
