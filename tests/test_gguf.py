@@ -142,6 +142,9 @@ def test_the_tokenizer_from_gguf_metadata_tokenizes_as_the_original(tmp_path, fa
     generation = json.loads((tmp_path / "tokenizer" / "generation_config.json").read_text())
     assert generation["eos_token_id"] == [original.token_to_id(t) for t in ends]
     assert spec_edge.NativeTokenizer(tmp_path / "tokenizer" / "tokenizer.json").eos_ids == generation["eos_token_id"]
+    # The directory is one transformers loads again (for its chat template, say).
+    reloaded = transformers.AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
+    assert reloaded.encode(HARD[0], add_special_tokens=False) == built.encode(HARD[0], add_special_tokens=False).ids
     for text in HARD + random_texts(300, seed=3):
         if family == "qwen2":  # a GGUF file has no normalizer: Qwen2's NFC step is not in it (nor in llama.cpp)
             text = unicodedata.normalize("NFC", text)

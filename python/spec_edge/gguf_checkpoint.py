@@ -227,7 +227,9 @@ def save_gguf_tokenizer(path: str | Path, directory: str | Path):
         raise CheckpointError(f"{path}: no tokenizer transformers can build from the metadata ({error})") from error
     for name, key in (("tokenizer.json", "added_tokens"), ("tokenizer_config.json", "added_tokens_decoder")):
         spec = json.loads((directory / name).read_text())
-        added = spec.get(key) or []
+        added = spec.get(key)  # a list in tokenizer.json, a mapping by id in tokenizer_config.json
+        if added is None:
+            continue
         spec[key] = ([a for a in added if a["id"] < count] if isinstance(added, list)
                      else {i: a for i, a in added.items() if int(i) < count})
         (directory / name).write_text(json.dumps(spec, ensure_ascii=False, indent=2))
