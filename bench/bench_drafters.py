@@ -1,11 +1,12 @@
 """Drafters side by side: target-only decoding, the draft model, prompt lookup and the hybrid, each
 with a fixed and an adaptive K, on three workloads: continuing code (held-out prompts, as
 `make demo`), editing code (the prompt holds a function and asks for it again with one name
-changed: most of the output repeats the prompt) and free text. The C++ runner (NativeRunner),
-greedy; each setting decodes every prompt speculatively and target-only in turn, so that its
-ratio compares like with like on a shared machine.
+changed: most of the output repeats the prompt; the real pair, an instruct model, is asked in
+its chat template) and free text. The C++ runner (NativeRunner), greedy; each setting decodes
+every prompt speculatively and target-only in turn, so that its ratio compares like with like
+on a shared machine.
 
-Usage: python bench/bench_drafters.py [--pair default|real] [--write docs/BENCHMARKS.md]
+Usage: python bench/bench_drafters.py [--pair default|real] [--k K] [--write docs/BENCHMARKS.md]
 """
 
 from __future__ import annotations
@@ -52,14 +53,25 @@ def edit_prompt(source: str, old: str, new: str) -> str:
     return f"{source}\n\n# The same code with `{old}` renamed to `{new}`:\n{header}\n"
 
 
-def workloads(pair: str, tokenizer) -> dict[str, list[list[int]]]:
+def chat_edit_prompt(chat_template, source: str, old: str, new: str) -> str:
+    """The same request in an instruct model's chat template (transformers' tokenizer of the pair)."""
+    request = f"Rename `{old}` to `{new}` in this code. Reply with the whole code only.\n\n```python\n{source}```"
+    return chat_template.apply_chat_template([{"role": "user", "content": request}], tokenize=False,
+                                             add_generation_prompt=True)
+
+
+def workloads(pair: str, out: Path, tokenizer) -> dict[str, list[list[int]]]:
     if pair == "real":
+        from transformers import AutoTokenizer
         from spec_edge.demo_real import PROMPTS
         code = PROMPTS
+        chat = AutoTokenizer.from_pretrained(out)
+        edits = [chat_edit_prompt(chat, *f) for f in FUNCTIONS]
     else:
         code = json.loads((DEFAULT_PAIR / "prompts.json").read_text())[:4]
+        edits = [edit_prompt(*f) for f in FUNCTIONS]
     return {"continuing code": [tokenizer.encode(t) for t in code],
-            "editing code": [tokenizer.encode(edit_prompt(*f)) for f in FUNCTIONS],
+            "editing code": [tokenizer.encode(t) for t in edits],
             "free text": [tokenizer.encode(t) for t in TEXT]}
 
 
@@ -67,6 +79,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pair", choices=["default", "real"], default="default")
     parser.add_argument("--max-new", type=int, default=128)
+    parser.add_argument("--k", type=int, help="K, and adaptive K's most (default: the exported K)")
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
     if args.pair == "real":
@@ -75,11 +88,11 @@ def main():
     else:
         out = exported_pair(DEFAULT_PAIR, Path("build/demo"))
     tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
-    prompts = workloads(args.pair, tokenizer)
+    prompts = workloads(args.pair, out, tokenizer)
     eos = tokenizer.eos_ids
     rows = []
     for drafter, adaptive in tqdm(SETTINGS, desc="settings"):
-        runner = spec_edge.NativeRunner(out, drafter=drafter, adaptive_k=adaptive)
+        runner = spec_edge.NativeRunner(out, k=args.k, drafter=drafter, adaptive_k=adaptive)
         for workload, ids in prompts.items():
             spec, base = GenerationStats(accepted_histogram=[0] * (runner.k + 1)), GenerationStats()
             for prompt in ids:
@@ -90,7 +103,7 @@ def main():
                 base.add(runner.stats)
                 assert got == want, f"{drafter}: greedy output differs from target-only decoding"
             rows.append((workload, drafter, adaptive, spec, base))
-        max_k = runner.max_k
+        k, max_k = runner.k, runner.max_k
         del runner
         gc.collect()
     table = ["| workload | drafter | K | tokens/s | target-only tokens/s | speedup | acceptance | "
@@ -101,9 +114,9 @@ def main():
                      f"{spec.acceptance_rate:.2f} | {spec.model_rounds} / {spec.lookup_rounds} / {spec.plain_steps} |")
     name = "the shipped default pair" if args.pair == "default" else "the Qwen2.5-Coder pair of `make demo-real`"
     body = "\n".join([f"## Drafters on {name} (`bench/bench_drafters.py --pair {args.pair}`)\n",
-                      f"The C++ runner, greedy, up to {args.max_new} new tokens per prompt (fewer where the context ends), K up to the exported "
-                      f"{max_k}; every output identical to target-only decoding "
-                      "(checked).\n", *table])
+                      f"The C++ runner, greedy, up to {args.max_new} new tokens per prompt (fewer where the context ends "
+                      f"or the model does), K {k} (fixed, and adaptive K's most; the programs were exported for "
+                      f"{max_k}); every output identical to target-only decoding (checked).\n", *table])
     print(body)
     if args.write:
         write_section(args.write, f"bench_drafters_{args.pair}", body)

@@ -58,6 +58,15 @@ def test_prompt_lookup_never_matches_the_last_tokens_themselves_and_keeps_its_bo
     two = PromptLookup(2, 3)
     two.extend([1, 2, 1])
     assert two.propose(2) == Proposal()  # (1) recurs, but one token is below min_ngram
+    # Tokens not yet in the text end the n-gram; what follows comes from the text.
+    text = PromptLookup(2, 3)
+    text.extend([1, 2, 3, 4, 5, 9])
+    assert text.propose(4) == Proposal()
+    assert text.propose(4, after=[2, 3]) == Proposal(2, [4, 5, 9])
+    assert text.propose(4, after=[1, 2, 3]) == Proposal(3, [4, 5, 9])
+    assert text.propose(2, after=[7]) == Proposal()  # (9, 7) never occurred
+    text.append(1)
+    assert text.propose(3, after=[2]) == Proposal(2, [3, 4, 5])  # (1, 2) across the text's end
     with pytest.raises(ValueError, match="min_ngram, max_ngram: expected 1 <= min_ngram <= max_ngram"):
         PromptLookup(3, 2)
 
@@ -86,6 +95,8 @@ def test_python_and_cpp_make_the_same_decisions():
             cpp.extend([token])
             k = rng.randint(1, 8)
             assert cpp.propose(k) == (python.propose(k).ngram, python.propose(k).tokens)
+            after = [rng.randrange(4 if trial % 2 else 40) for _ in range(rng.randint(1, 4))]
+            assert cpp.propose(k, after) == (python.propose(k, after).ngram, python.propose(k, after).tokens)
         cost = rng.choice([0.0, 0.1, 0.45, 1.3])
         python_k, cpp_k = AdaptiveK(8, cost), ext.AdaptiveK(8, cost)
         for _ in range(50):
@@ -123,6 +134,38 @@ def test_every_drafter_decodes_greedily_as_the_target_alone_and_alike_in_every_f
     assert s.model_proposed + s.lookup_proposed == s.proposed and s.model_accepted + s.lookup_accepted == s.accepted
     assert s.lookup_rounds == 0 if drafter == "model" else s.lookup_rounds > 0 or prompt is PROMPT
     assert s.model_rounds == 0 if drafter == "lookup" else s.model_rounds > 0
+
+
+class CountingLookup(PromptLookup):
+    """PromptLookup that counts the proposals it completes after a draft model's tokens."""
+
+    handovers = 0
+
+    def propose(self, k, after=()):
+        proposal = super().propose(k, after)
+        CountingLookup.handovers += bool(after) and bool(proposal.tokens)
+        return proposal
+
+
+@pytest.mark.parametrize("prompt", [PROMPT, REPETITIVE], ids=["prompt", "repetitive"])
+def test_the_hybrid_hands_a_round_over_to_lookup_alike_in_every_front_end(pair, prompt, monkeypatch):
+    """A model round that lookup completes once the drafts end with a match: greedy output as the
+    target's alone, and the same tokens and counts from the Python loop, NativeRunner and
+    spec-edge-run, sampled too (each front end hands over at the same step, or the seeds' draws
+    part)."""
+    import spec_edge.runtime
+    monkeypatch.setattr(spec_edge.runtime, "PromptLookup", CountingLookup)
+    settings = dict(drafter="hybrid", min_ngram=1, min_match=1)
+    flags = ["--drafter", "hybrid", "--min-ngram", "1", "--min-match", "1"]
+    loop, native = PteSpeculativeDecoder(pair / "pair", **settings), spec_edge.NativeRunner(pair / "pair", **settings)
+    CountingLookup.handovers = 0
+    assert loop.generate(prompt, 60) == native.generate(prompt, 60) == loop.generate(prompt, 60, speculative=False)
+    sampled = loop.generate(prompt, 60, **SAMPLED)
+    assert CountingLookup.handovers > 0
+    assert native.generate(prompt, 60, **SAMPLED) == sampled
+    assert NATIVE.tokens(pair / "pair", "--max-new", "60", *flags, *SAMPLED_FLAGS, prompt=prompt) == sampled
+    assert vars(native.stats) | {"prefill_seconds": 0, "draft_seconds": 0, "target_seconds": 0, "total_seconds": 0} \
+        == vars(loop.stats) | {"prefill_seconds": 0, "draft_seconds": 0, "target_seconds": 0, "total_seconds": 0}
 
 
 def test_every_drafter_decodes_the_default_pair_greedily_as_its_target_alone(default_programs):

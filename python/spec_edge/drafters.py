@@ -118,13 +118,16 @@ class PromptLookup:
         for n in range(self.min_ngram, min(self.max_ngram, end + 1) + 1):
             self._index[tuple(self.tokens[end - n + 1:end + 1])] = end
 
-    def propose(self, k: int) -> Proposal:
+    def propose(self, k: int, after=()) -> Proposal:
         """Up to ``k`` tokens that followed the most recent earlier occurrence of the last n
         tokens, for the largest n that has one; none when no n-gram of at least ``min_ngram``
-        tokens recurs."""
-        last = len(self.tokens) - 1
+        tokens recurs. ``after``: tokens not yet in the text (a draft model's proposals) that the
+        last n tokens end with; the occurrence and what followed it are still the text's."""
+        size = len(self.tokens)
+        last = size + len(after) - 1
+        tail = (self.tokens + list(after))[max(0, last - self.max_ngram + 1):]
         for n in range(min(self.max_ngram, last), self.min_ngram - 1, -1):
-            end = self._index.get(tuple(self.tokens[last - n + 1:]))
+            end = self._index.get(tuple(tail[len(tail) - n:]))
             if end is not None:
-                return Proposal(n, self.tokens[end + 1:min(end + 1 + k, last + 1)])
+                return Proposal(n, self.tokens[end + 1:min(end + 1 + k, size)])
         return Proposal()

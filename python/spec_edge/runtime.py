@@ -380,23 +380,28 @@ class PteSpeculativeDecoder:
             stats.lookup_accepted += len(emitted) - 1
             state.offset += k + 1
             return emitted  # the draft's cache is left behind; it catches up when it next drafts
-        k = state.model_k.next() if d.adaptive_k else self.k
-        drafted, rows = self._draft(context, fixed, filters, state, k, stats)
+        drafted, rows, stepped = self._draft(context, fixed, filters, state,
+                                             state.model_k.next() if d.adaptive_k else self.k, stats, lookup)
+        k = len(drafted)
         emitted = self._verify(context, drafted, rows, fixed, filters, state.offset + k, stats)
         state.model_k.record(k, len(emitted) - 1)
         stats.model_rounds += 1
         stats.model_proposed += k
         stats.model_accepted += len(emitted) - 1
-        # The draft saw the context and its drafts up to the K-th, which it only proposed.
+        # The draft saw the context and its drafts up to the last it stepped to, which it only proposed.
         pos = len(context) - 1
-        state.draft_seen = min(pos + len(emitted), pos + k)
+        state.draft_seen = min(pos + len(emitted), pos + stepped)
         state.offset += k + 1
         return emitted
 
-    def _draft(self, context: list[int], fixed, filters: Filters, state: _Round, k: int, stats: GenerationStats):
-        """``k`` draft-model steps at Philox offsets state.offset..: (tokens, their logits rows
-        [1, k, V] when sampling, else None). The first step also feeds the draft what it has not
-        seen of the context."""
+    def _draft(self, context: list[int], fixed, filters: Filters, state: _Round, k: int, stats: GenerationStats,
+               lookup: PromptLookup):
+        """``k`` proposals from draft-model steps at Philox offsets state.offset..: (tokens, their
+        logits rows [1, k, V] when sampling, else None, the steps taken). The first step also feeds
+        the draft what it has not seen of the context. The hybrid drafter hands over to prompt
+        lookup as soon as the context and the drafts so far end with a match of ``min_match``
+        tokens (the model bridges a stretch the text does not repeat, a renamed word say):
+        lookup's tokens complete the proposal, each a point mass."""
         t0 = time.perf_counter()
         pos = len(context) - 1
         if len(context) - state.draft_seen > DRAFT_STEP_TOKENS:  # behind after lookup rounds
@@ -412,8 +417,21 @@ class PteSpeculativeDecoder:
                  *self._call_inputs(fixed, filters, context + drafted, state.offset + i)])
             drafted.append(int(nxt[0]))
             rows.append(logits)
+            if self.drafting.drafter != "hybrid" or i + 1 == k:
+                continue
+            tail = lookup.propose(k - i - 1, drafted)
+            if tail.ngram >= self.drafting.min_match and tail.tokens:
+                stepped = i + 1
+                for token in tail.tokens:
+                    drafted.append(token)
+                    point = torch.full((1, self.vocab_size), float("-inf"))
+                    point[0, token] = 0.0
+                    rows.append(point)
+                break
+        else:
+            stepped = k
         stats.draft_seconds += time.perf_counter() - t0
-        return drafted, torch.stack(rows, 1) if sampled else None
+        return drafted, torch.stack(rows, 1) if sampled else None, stepped
 
     def _verify(self, context: list[int], proposed: list[int], rows, fixed, filters: Filters, offset: int,
                 stats: GenerationStats) -> list[int]:

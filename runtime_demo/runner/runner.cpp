@@ -321,22 +321,28 @@ class ModuleRunner final : public Runner {
       r.offset += k + 1;
       return emitted;  // the draft's cache is left behind; it catches up when it next drafts
     }
-    const int k = drafting_.adaptive_k ? r.model_k.next() : k_;
-    const std::vector<int64_t> drafted = draft(context, s, r, k);
+    const int planned = drafting_.adaptive_k ? r.model_k.next() : k_;
+    int stepped = planned;  // draft-model steps: fewer where prompt lookup took over
+    const std::vector<int64_t> drafted = draft(context, s, r, planned, stepped);
+    const int k = static_cast<int>(drafted.size());
     std::vector<int64_t> emitted = verify(context, drafted, s, r.offset + k);
     const int accepted = static_cast<int>(emitted.size()) - 1;
     r.model_k.record(k, accepted);
     stats_.model_rounds += 1, stats_.model_proposed += k, stats_.model_accepted += accepted;
-    // The draft saw the context and its drafts up to the K-th, which it only proposed.
+    // The draft saw the context and its drafts up to the last it stepped to, which it only proposed.
     const int64_t pos = static_cast<int64_t>(context.size()) - 1;
-    r.draft_seen = std::min(pos + static_cast<int64_t>(emitted.size()), pos + k);
+    r.draft_seen = std::min(pos + static_cast<int64_t>(emitted.size()), pos + stepped);
     r.offset += k + 1;
     return emitted;
   }
 
-  // k draft-model steps at Philox offsets r.offset.. (their logits rows into draft_rows_ when
-  // sampling). The first step also feeds the draft what it has not seen of the context.
-  std::vector<int64_t> draft(const std::vector<int64_t>& context, const Sampling& s, Round& r, int k) {
+  // k proposals from draft-model steps at Philox offsets r.offset.. (their logits rows into
+  // draft_rows_ when sampling). The first step also feeds the draft what it has not seen of the
+  // context. The hybrid drafter hands over to prompt lookup as soon as the context and the drafts
+  // so far end with a match of min_match tokens (the model bridges a stretch the text does not
+  // repeat, a renamed word say): lookup's tokens complete the proposal, each a point mass, and
+  // `stepped` says how many the model drafted.
+  std::vector<int64_t> draft(const std::vector<int64_t>& context, const Sampling& s, Round& r, int k, int& stepped) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t pos = static_cast<int64_t>(context.size()) - 1;
     if (context.size() - r.draft_seen > kDraftStepTokens) {  // behind after lookup rounds
@@ -357,6 +363,19 @@ class ModuleRunner final : public Runner {
       seen.push_back(drafted.back());
       if (sampled)
         std::memcpy(draft_rows_.data() + i * vocab_, out[1].toTensor().const_data_ptr<float>(), sizeof(float) * vocab_);
+      if (drafting_.drafter != Drafter::kHybrid || i + 1 == k) continue;
+      const PromptLookup::Proposal tail = lookup_.propose(k - i - 1, drafted);
+      if (tail.ngram < drafting_.min_match || tail.tokens.empty()) continue;
+      stepped = i + 1;
+      for (const int64_t t : tail.tokens) {
+        if (sampled) {
+          float* row = draft_rows_.data() + drafted.size() * vocab_;
+          std::fill(row, row + vocab_, -std::numeric_limits<float>::infinity());
+          row[t] = 0.0f;
+        }
+        drafted.push_back(t);
+      }
+      break;
     }
     stats_.draft_seconds += seconds_since(t0);
     return drafted;

@@ -9,6 +9,7 @@
 // per n: O(max_ngram^2) work per token, whatever the length of the text.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -71,7 +72,7 @@ class PromptLookup {
   void append(int64_t token) {
     tokens_.push_back(token);
     const int64_t end = static_cast<int64_t>(tokens_.size()) - 2;
-    for (int n = min_ngram_; n <= max_ngram_ && n <= end + 1; ++n) index_[n - min_ngram_][key(end, n)] = end;
+    for (int n = min_ngram_; n <= max_ngram_ && n <= end + 1; ++n) index_[n - min_ngram_][key(tokens_, end, n)] = end;
   }
 
   struct Proposal {
@@ -80,15 +81,21 @@ class PromptLookup {
   };
 
   // Up to k tokens that followed the most recent earlier occurrence of the last n tokens, for
-  // the largest n that has one; none when no n-gram of at least min_ngram tokens recurs.
-  Proposal propose(int k) const {
-    const int64_t last = static_cast<int64_t>(tokens_.size()) - 1;
+  // the largest n that has one; none when no n-gram of at least min_ngram tokens recurs. `after`:
+  // tokens not yet in the text (a draft model's proposals) that the last n tokens end with; the
+  // occurrence and what followed it are still the text's.
+  Proposal propose(int k, const std::vector<int64_t>& after = {}) const {
+    const int64_t size = static_cast<int64_t>(tokens_.size());
+    const int64_t last = size + static_cast<int64_t>(after.size()) - 1;
+    std::vector<int64_t> tail;  // the last max_ngram tokens of the text and `after`
+    for (int64_t i = std::max<int64_t>(0, last - max_ngram_ + 1); i <= last; ++i)
+      tail.push_back(i < size ? tokens_[i] : after[i - size]);
     for (int n = max_ngram_; n >= min_ngram_; --n) {
       if (n > last) continue;  // an earlier occurrence needs n tokens before the last one
       const auto& by_ngram = index_[n - min_ngram_];
-      const auto found = by_ngram.find(key(last, n));
+      const auto found = by_ngram.find(key(tail, static_cast<int64_t>(tail.size()) - 1, n));
       if (found == by_ngram.end()) continue;
-      const int64_t from = found->second + 1, to = std::min<int64_t>(from + k, last + 1);
+      const int64_t from = found->second + 1, to = std::min<int64_t>(from + k, size);
       return {n, std::vector<int64_t>(tokens_.begin() + from, tokens_.begin() + to)};
     }
     return {};
@@ -97,9 +104,9 @@ class PromptLookup {
  private:
   // The n tokens ending at `end`, as the bytes of their ids: an exact key (no collisions to
   // resolve, so the Python index, keyed by tuples, proposes the same).
-  std::string key(int64_t end, int n) const {
+  static std::string key(const std::vector<int64_t>& tokens, int64_t end, int n) {
     std::string k(sizeof(int64_t) * n, '\0');
-    std::memcpy(k.data(), tokens_.data() + end - n + 1, k.size());
+    std::memcpy(k.data(), tokens.data() + end - n + 1, k.size());
     return k;
   }
 
