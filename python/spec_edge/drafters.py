@@ -2,7 +2,8 @@
 model; ``"lookup"``: :class:`PromptLookup`, the tokens that followed the most recent earlier
 occurrence of the last n tokens (prompt-lookup decoding), for work whose output repeats its input
 (editing code, rewriting a document, answering from retrieved text); ``"hybrid"``: lookup when its
-match is at least ``min_match`` tokens long, the draft model otherwise. :class:`AdaptiveK` picks
+match is at least ``min_match`` tokens long, the draft model otherwise, until its drafts end with
+such a match and lookup completes the round's proposal. :class:`AdaptiveK` picks
 each round's K from the rounds before.
 
 Proposals are verified as any are: greedily by the tokens, sampled through the exact rule for a

@@ -26,6 +26,7 @@ const char kUsage[] =
     "--k-max (or --k): proposals per round, the most per round with --adaptive-k (default: the exported K)\n"
     "--drafter: the draft model (default), prompt lookup (n-grams of prompt and output; no draft.pte\n"
     "    needed), or hybrid: lookup when its match has --min-match tokens, the draft model otherwise\n"
+    "    (until its drafts end with such a match: lookup completes the round)\n"
     "--verbose also prints ExecuTorch's info messages (its errors are always printed)\n";
 
 [[noreturn]] void fail(const std::string& message, int code = 2) {
