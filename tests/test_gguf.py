@@ -181,8 +181,8 @@ def test_a_gguf_pair_runs_as_pte_and_matches_transformers(gguf_pair):
         dec.target_logits(torch.tensor([prompt]), torch.tensor([0]))
     assert dec.generate(prompt, 24) == transformers_greedy(reference, prompt, 24)
     files = sorted(p.name for p in (gguf_pair / "pte").iterdir())
-    assert files == ["draft.pte", "manifest.json", "target.pte", "tokenizer.json", "tokenizer_config.json",
-                     "verify.pte"]
+    assert files == ["draft.pte", "generation_config.json", "manifest.json", "target.pte", "tokenizer.json",
+                     "tokenizer_config.json", "verify.pte"]
 
 
 def test_bad_gguf_files_are_named(tmp_path):

@@ -250,7 +250,7 @@ def _lower(programs: dict, path: Path, xnnpack: bool, constants: dict) -> bytes:
                                            compile_config=config)
         lowered[name] = edge.exported_program(name)
         del edge
-        gc.collect()
+        release_memory()
     program = EdgeProgramManager(lowered, constants, config).to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True)))
     del lowered
@@ -398,6 +398,18 @@ def state_dict_sha256(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
+def release_memory() -> None:
+    """Frees what Python no longer references and hands the C heap's free pages back to the
+    system (glibc's malloc_trim): freed tensors below glibc's mmap threshold otherwise stay in the
+    heap and count against every later stage of an export."""
+    import ctypes
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        pass
+
+
 def peak_rss_gib() -> float:
     """This process's peak resident memory so far."""
     import resource
@@ -467,6 +479,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
             restrict_draft_vocab(built, vocab_ids, draft_config.vocab_size)
         if mode is not None:
             quantize_model(built, mode, group_size, linears)
+            release_memory()  # the fp32 linears, before the embedding's temporaries
         if quantize_embedding is not None:
             quantize_token_embedding(built, quantize_embedding)
         return built
@@ -505,6 +518,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                     bar.write(f"{name}: reused (the same source and settings as the one in {out})")
                 continue
             hashes[name] = sha256(step(stage / name))
+            release_memory()  # nothing of one program's export held through the next
             if progress:
                 bar.write(f"{name}: {(stage / name).stat().st_size / 2**20:.1f} MiB in "
                           f"{time.monotonic() - start:.0f} s, peak RSS so far {peak_rss_gib():.2f} GiB")

@@ -161,7 +161,7 @@ def gguf_model(path: str | Path, config: ModelConfig, exact_four_bit: bool = Fal
     ``exact_four_bit``: the linears the file stores in a 4-bit type become ExactFourBitLinear
     (gguf_exact.py), the file's own values and scales in 8da4w, which a later model-wide
     quantization leaves alone."""
-    from .export import build_model
+    from .export import build_model, release_memory
     try:
         model = build_model(config, gguf_tensors(path, config))
     except CheckpointError:
@@ -170,6 +170,7 @@ def gguf_model(path: str | Path, config: ModelConfig, exact_four_bit: bool = Fal
         raise CheckpointError(f"{path}: {error}") from error
     if exact_four_bit:
         _keep_four_bit(model, Path(path), config)
+        release_memory()  # the fp32 copies of the linears it replaced
     return model
 
 
