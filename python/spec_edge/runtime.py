@@ -369,10 +369,7 @@ class PteSpeculativeDecoder:
                 state.offset += 1
                 return [self._decode_step(context, fixed, filters, state.offset - 1, stats)]
             k = len(proposal.tokens)
-            rows = None
-            if float(fixed[0]) != 0.0:  # a point mass on each proposal: the draft-free rule, exactly
-                rows = torch.full((1, k, self.vocab_size), float("-inf"))
-                rows[0, torch.arange(k), torch.tensor(proposal.tokens)] = 0.0
+            rows = self._point_masses(proposal.tokens) if float(fixed[0]) != 0.0 else None
             emitted = self._verify(context, proposal.tokens, rows, fixed, filters, state.offset + k, stats)
             state.lookup_k.record(k, len(emitted) - 1)
             stats.lookup_rounds += 1
@@ -422,16 +419,21 @@ class PteSpeculativeDecoder:
             tail = lookup.propose(k - i - 1, drafted)
             if tail.ngram >= self.drafting.min_match and tail.tokens:
                 stepped = i + 1
-                for token in tail.tokens:
-                    drafted.append(token)
-                    point = torch.full((1, self.vocab_size), float("-inf"))
-                    point[0, token] = 0.0
-                    rows.append(point)
+                drafted += tail.tokens
+                if sampled:
+                    rows += list(self._point_masses(tail.tokens).unbind(1))
                 break
         else:
             stepped = k
         stats.draft_seconds += time.perf_counter() - t0
         return drafted, torch.stack(rows, 1) if sampled else None, stepped
+
+    def _point_masses(self, tokens: list[int]) -> torch.Tensor:
+        """Draft rows [1, len(tokens), V], each a point mass on its token (-inf elsewhere): proposals
+        that are a function of the context alone, verified through the exact draft-free rule."""
+        rows = torch.full((1, len(tokens), self.vocab_size), float("-inf"))
+        rows[0, torch.arange(len(tokens)), torch.tensor(tokens)] = 0.0
+        return rows
 
     def _verify(self, context: list[int], proposed: list[int], rows, fixed, filters: Filters, offset: int,
                 stats: GenerationStats) -> list[int]:

@@ -308,12 +308,8 @@ class ModuleRunner final : public Runner {
         return {decode_step(context, s, r.offset++)};
       }
       const int k = static_cast<int>(lookup.tokens.size());
-      if (s.temperature != 0.0f)  // a point mass on each proposal: the draft-free rule, exactly
-        for (int i = 0; i < k; ++i) {
-          float* row = draft_rows_.data() + i * vocab_;
-          std::fill(row, row + vocab_, -std::numeric_limits<float>::infinity());
-          row[lookup.tokens[i]] = 0.0f;
-        }
+      if (s.temperature != 0.0f)
+        for (int i = 0; i < k; ++i) point_mass_row(i, lookup.tokens[i]);
       std::vector<int64_t> emitted = verify(context, lookup.tokens, s, r.offset + k);
       const int accepted = static_cast<int>(emitted.size()) - 1;
       r.lookup_k.record(k, accepted);
@@ -334,6 +330,14 @@ class ModuleRunner final : public Runner {
     r.draft_seen = std::min(pos + static_cast<int64_t>(emitted.size()), pos + stepped);
     r.offset += k + 1;
     return emitted;
+  }
+
+  // Draft row i as a point mass on `token` (-inf elsewhere): a proposal that is a function of the
+  // context alone, verified through the exact draft-free rule.
+  void point_mass_row(int i, int64_t token) {
+    float* row = draft_rows_.data() + static_cast<size_t>(i) * vocab_;
+    std::fill(row, row + vocab_, -std::numeric_limits<float>::infinity());
+    row[token] = 0.0f;
   }
 
   // k proposals from draft-model steps at Philox offsets r.offset.. (their logits rows into
@@ -368,11 +372,7 @@ class ModuleRunner final : public Runner {
       if (tail.ngram < drafting_.min_match || tail.tokens.empty()) continue;
       stepped = i + 1;
       for (const int64_t t : tail.tokens) {
-        if (sampled) {
-          float* row = draft_rows_.data() + drafted.size() * vocab_;
-          std::fill(row, row + vocab_, -std::numeric_limits<float>::infinity());
-          row[t] = 0.0f;
-        }
+        if (sampled) point_mass_row(static_cast<int>(drafted.size()), t);
         drafted.push_back(t);
       }
       break;
