@@ -1,8 +1,8 @@
 """Statistical conformance: every verifier keeps the target distribution exactly.
 
-For greedy, accept, draft-free and verify (T in {0.5, 1, 1.5}) over 10 (p, q) pairs, each trial
-is one batch row (the target and draft rows are broadcast with stride 0), and the suite checks
-against the analytic law:
+For greedy, accept, draft-free, point-mass and handed-over rows and verify (T in {0.5, 1, 1.5})
+over 10 (p, q) pairs, each trial is one batch row (the target and draft rows are broadcast with
+stride 0), and the suite checks against the analytic law:
   - the accepted-length distribution (chi-square) and its mean (z-test),
   - the acceptance rate at every position against sum(min(p, q)) (binomial z-test),
   - the token emitted at every position j, given that the round reached j, against p_j
@@ -30,12 +30,16 @@ from stats_utils import binomial_z_pvalue, chisquare_pvalue, exact_sampler_tvd_f
 K, V = 3, 6
 N_CI, N_FULL, CHUNK = 40_000, 10_000_000, 1_000_000
 MODES = ["greedy", "accept", "draft_free", "verify_T0.5", "verify_T1", "verify_T1.5", "verify_filtered",
-         "verify_point_mass_T1"]
+         "verify_point_mass_T1", "verify_handover_T1"]
 CONTROLS = ["no_residual_renormalization", "accept_min_q_over_p", "bonus_from_q", "reused_uniform",
-            "draft_unfiltered", "point_mass_as_target"]
+            "draft_unfiltered", "point_mass_as_target", "handover_rows_shifted"]
 # verify_point_mass: proposals that come with no draft distribution (prompt lookup), verified by
 # the verify op with draft rows of -inf but at the proposed token, as the runners do; its control
 # verifies them as if the draft were the target (every proposal accepted).
+# verify_handover: a hybrid round the draft model hands over to lookup after HANDOVER steps: its
+# first rows the draft's distributions, the rest point masses; its control builds the point
+# masses one position off (each at the token before its own).
+HANDOVER = 1
 # verify_filtered: the filters of the sampling issue inside verify, on target and draft alike.
 FILTERED_T = 0.8
 FILTERED = spec_edge.Filters(top_k=4, top_p=0.9, min_p=0.05)
@@ -119,6 +123,9 @@ def alphas(case: Case, mode: str) -> torch.Tensor:
         return spec_edge.greedy_acceptance_rate(p[:K], q[:K])
     if mode == "draft_free" or "point_mass" in mode:
         return spec_edge.draft_free_acceptance_rate(p[:K], q[:K])
+    if "handover" in mode:
+        return torch.cat([spec_edge.acceptance_rate(p[:HANDOVER], q[:HANDOVER]),
+                          spec_edge.draft_free_acceptance_rate(p[HANDOVER:K], q[HANDOVER:K])])
     return spec_edge.acceptance_rate(p[:K], q[:K])
 
 
@@ -170,6 +177,13 @@ def simulate(case: Case, mode: str, trials: int, seed: int = 0) -> tuple[np.ndar
             n, nxt = spec_edge.accept_with_uniforms(expand(p), None, tokens, u)
         elif mode == "verify_point_mass_T1":
             rows = torch.full((m, K, V), float("-inf")).scatter_(2, tokens[:, :, None], 0.0)
+            n, out = spec_edge.verify(expand(torch.log(case.p)), rows, tokens, temperature=1.0, seed=seed,
+                                      offset=chunk)
+            nxt = out.gather(1, n[:, None])[:, 0]
+        elif "handover" in mode:
+            marked = tokens[:, HANDOVER - 1:K - 1] if mode == "handover_rows_shifted" else tokens[:, HANDOVER:]
+            rows = torch.cat([expand(torch.log(case.q[:HANDOVER])),
+                              torch.full((m, K - HANDOVER, V), float("-inf")).scatter_(2, marked[:, :, None], 0.0)], 1)
             n, out = spec_edge.verify(expand(torch.log(case.p)), rows, tokens, temperature=1.0, seed=seed,
                                       offset=chunk)
             nxt = out.gather(1, n[:, None])[:, 0]
@@ -269,8 +283,8 @@ def test_python_exact_verifier_passes_the_same_battery(trials):
 @pytest.mark.stat
 @pytest.mark.parametrize("control", CONTROLS)
 def test_negative_control_fails_the_battery(control, trials):
-    law_mode = {"draft_unfiltered": "verify_filtered", "point_mass_as_target": "verify_point_mass_T1"}.get(
-        control, "accept")
+    law_mode = {"draft_unfiltered": "verify_filtered", "point_mass_as_target": "verify_point_mass_T1",
+                "handover_rows_shifted": "verify_handover_T1"}.get(control, "accept")
     failed = [c.name for c in CASES if not run_battery(c, control, min(trials, N_CI), law_mode=law_mode).passed]
     REPORT.append((f"control:{control}", f"fails {len(failed)}/{len(CASES)} cases", None))
     assert len(failed) > len(CASES) // 2, f"{control} fails only {failed}"
