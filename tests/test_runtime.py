@@ -37,6 +37,18 @@ def test_export_writes_the_programs_and_manifest(pair):
         "draft.pte", "target.pte", "verify.pte"}
 
 
+def test_the_output_layer_runs_on_the_last_row_only_where_one_row_is_read():
+    """Prefill and the draft step read the last token's logits: their output layer (the last
+    linear) takes one row whatever the chunk; the logits method's takes every row."""
+    from spec_edge.export import _DraftStep, _export, _Logits, _Prefill, sampling_example
+    model = build_model(TARGET, seed=1)
+    tokens, pos = torch.zeros(1, 5, dtype=torch.long), torch.tensor([0])
+    for wrapper, args, rows in ((_Prefill, (tokens, pos), 1), (_DraftStep, (tokens, pos, *sampling_example(TARGET)), 1),
+                                (_Logits, (tokens, pos), 5)):
+        linears = [n for n in _export(wrapper(model), args).graph.nodes if n.target == torch.ops.aten.linear.default]
+        assert linears[-1].args[0].meta["val"].numel() == rows * TARGET.dim, wrapper.__name__
+
+
 def test_greedy_equals_target_only_decoding_through_the_same_program(pair):
     dec = PteSpeculativeDecoder(pair / "pair")
     spec = dec.generate(PROMPT, 40)
