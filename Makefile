@@ -49,8 +49,11 @@ test-fuzz: build
 test-cuda: build
 	tests/tiers.sh cuda
 
+# The Python tests run in TEST_WORKERS processes (pytest-xdist; `auto`: one per core): most of
+# their time is single-threaded export and tracing.
+TEST_WORKERS ?= auto
 test-py: build
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
 
 # vLLM's CPU build in an environment of its own (its transformers pin is not the project's), from
 # pinned requirements, with spec_edge installed there around the libraries `make build` made.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import hashlib
 import json
 import logging
@@ -79,16 +80,20 @@ def quiet_dependencies():
 
 
 def exported_pair(pair: Path, out: Path, k: int = MAX_K) -> Path:
-    """The pair's programs in ``out``, exported once per version of the checkpoints and of spec_edge."""
+    """The pair's programs in ``out``, exported once per version of the checkpoints and of spec_edge
+    (processes that ask at once wait for one export, then share it)."""
     from .hf import export_hf_pair
     key = _source_key(pair, k)
     stamp = out / "source.sha256"
-    if stamp.is_file() and stamp.read_text() == key and (out / "manifest.json").is_file():
-        return out
-    print(f"exporting the default pair to {out} (once; cached after)")
-    with quiet_dependencies():
-        export_hf_pair(pair / "target", pair / "draft", k, out, quantize_draft=DRAFT_QUANTIZE)
-    stamp.write_text(key)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.is_file() and stamp.read_text() == key and (out / "manifest.json").is_file():
+            return out
+        print(f"exporting the default pair to {out} (once; cached after)")
+        with quiet_dependencies():
+            export_hf_pair(pair / "target", pair / "draft", k, out, quantize_draft=DRAFT_QUANTIZE)
+        stamp.write_text(key)
     return out
 
 
