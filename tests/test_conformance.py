@@ -175,15 +175,13 @@ def simulate(case: Case, mode: str, trials: int, seed: int = 0) -> tuple[np.ndar
             n, nxt = spec_edge.accept_with_uniforms(expand(p), expand(q[:K]), tokens, u)
         elif mode == "draft_free":
             n, nxt = spec_edge.accept_with_uniforms(expand(p), None, tokens, u)
-        elif mode == "verify_point_mass_T1":
-            rows = torch.full((m, K, V), float("-inf")).scatter_(2, tokens[:, :, None], 0.0)
-            n, out = spec_edge.verify(expand(torch.log(case.p)), rows, tokens, temperature=1.0, seed=seed,
-                                      offset=chunk)
-            nxt = out.gather(1, n[:, None])[:, 0]
-        elif "handover" in mode:
-            marked = tokens[:, HANDOVER - 1:K - 1] if mode == "handover_rows_shifted" else tokens[:, HANDOVER:]
-            rows = torch.cat([expand(torch.log(case.q[:HANDOVER])),
-                              torch.full((m, K - HANDOVER, V), float("-inf")).scatter_(2, marked[:, :, None], 0.0)], 1)
+        elif mode in ("verify_point_mass_T1", "verify_handover_T1", "handover_rows_shifted"):
+            # The draft's rows for the positions the model drafted (none in a lookup round), then
+            # a point mass at each proposal (the control's one position off).
+            drafted = HANDOVER if "handover" in mode else 0
+            marked = tokens[:, drafted - 1:K - 1] if mode == "handover_rows_shifted" else tokens[:, drafted:]
+            rows = torch.cat([expand(torch.log(case.q[:drafted])),
+                              torch.full((m, K - drafted, V), float("-inf")).scatter_(2, marked[:, :, None], 0.0)], 1)
             n, out = spec_edge.verify(expand(torch.log(case.p)), rows, tokens, temperature=1.0, seed=seed,
                                       offset=chunk)
             nxt = out.gather(1, n[:, None])[:, 0]

@@ -188,11 +188,12 @@ class _Prefill(torch.nn.Module):
         self.model = model
 
     def last_logits(self, tokens, input_pos):
-        self.model.generate_full_logits = False  # read when traced: h[:, -1] before norm and output
+        # Read as the model is traced: h[:, -1] is taken before the norm and the output layer.
+        full, self.model.generate_full_logits = self.model.generate_full_logits, False
         try:
             return self.model(tokens, {"input_pos": input_pos})
         finally:
-            self.model.generate_full_logits = True
+            self.model.generate_full_logits = full
 
     def forward(self, tokens, input_pos):
         return self.last_logits(tokens, input_pos)
