@@ -43,10 +43,31 @@ def test_prompt_lookup_proposes_what_followed_the_most_recent_earlier_occurrence
     lookup.extend([1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3])
     assert lookup.propose(4) == Proposal(3, [7, 5, 1, 2])  # (1, 2, 3) last ended at 6, not at 2
     assert lookup.propose(10) == Proposal(3, [7, 5, 1, 2, 3])  # up to the end of the text
-    lookup.append(4)  # (2, 3, 4), (3, 4), (4): never seen before
-    assert lookup.propose(3) == Proposal()
     lookup.append(1)  # only (1) recurs: it last ended at 9
-    assert lookup.propose(3) == Proposal(1, [2, 3, 4])
+    assert lookup.propose(3) == Proposal(1, [2, 3, 1])
+
+
+def test_prompt_lookup_resumes_after_a_replaced_token():
+    lookup = PromptLookup(2, 3)
+    lookup.extend([1, 2, 3, 9, 7, 1, 2, 3, 8, 5, 6, 1, 2, 3])
+    lookup.append(4)  # (2, 3, 4), (3, 4): never seen before; 4 took 8's place after (1, 2, 3)
+    assert lookup.propose(3) == Proposal(3, [5, 6, 1])  # the most recent earlier (1, 2, 3) ended at 7
+    lookup.append(5)  # one token further, every n-gram ending at either of the last two holds the 4
+    assert lookup.propose(2) == Proposal()
+    lookup.append(6)
+    assert lookup.propose(2) == Proposal(2, [1, 2])  # (5, 6) recurs: in step again
+    edited = PromptLookup(2, 2)
+    edited.extend([6, 1, 2, 9, 8, 5, 1, 2, 4])  # (1, 2) ended at 2 before it ended at 7
+    assert edited.propose(2) == Proposal(2, [8, 5])
+    assert edited.propose(2, after=[3]) == Proposal()  # (4, 3) never ended; (2, 4) not before the end
+    assert edited.propose(5, after=[1, 2, 3]) == Proposal()  # 3 took the place of the text's last token
+    edited.append(7)
+    assert edited.propose(5, after=[1, 2, 3]) == Proposal(2, [7])  # 3 took 4's place
+    assert edited.propose(5, after=[1, 2]) == Proposal(2, [4, 7])  # in step, not edited
+    assert edited.propose(5, after=[1, 2, 3], resume=False) == Proposal()  # exact matches only
+    first = PromptLookup(2, 2)
+    first.extend([1, 2, 7])
+    assert first.propose(2) == Proposal()  # (1, 2) has no earlier occurrence than its own
 
 
 def test_prompt_lookup_never_matches_the_last_tokens_themselves_and_keeps_its_bounds():
@@ -96,7 +117,9 @@ def test_python_and_cpp_make_the_same_decisions():
             k = rng.randint(1, 8)
             assert cpp.propose(k) == (python.propose(k).ngram, python.propose(k).tokens)
             after = [rng.randrange(4 if trial % 2 else 40) for _ in range(rng.randint(1, 4))]
-            assert cpp.propose(k, after) == (python.propose(k, after).ngram, python.propose(k, after).tokens)
+            for resume in (True, False):
+                want = python.propose(k, after, resume=resume)
+                assert cpp.propose(k, after, resume) == (want.ngram, want.tokens)
         cost = rng.choice([0.0, 0.1, 0.45, 1.3])
         python_k, cpp_k = AdaptiveK(8, cost), ext.AdaptiveK(8, cost)
         for _ in range(50):
@@ -141,8 +164,8 @@ class CountingLookup(PromptLookup):
 
     handovers = 0
 
-    def propose(self, k, after=()):
-        proposal = super().propose(k, after)
+    def propose(self, k, after=(), resume=True):
+        proposal = super().propose(k, after, resume)
         CountingLookup.handovers += bool(after) and bool(proposal.tokens)
         return proposal
 

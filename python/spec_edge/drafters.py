@@ -2,9 +2,9 @@
 model; ``"lookup"``: :class:`PromptLookup`, the tokens that followed the most recent earlier
 occurrence of the last n tokens (prompt-lookup decoding), for work whose output repeats its input
 (editing code, rewriting a document, answering from retrieved text); ``"hybrid"``: lookup when its
-match is at least ``min_match`` tokens long, the draft model otherwise, until its drafts end with
-such a match and lookup completes the round's proposal. :class:`AdaptiveK` picks
-each round's K from the rounds before.
+exact match is at least ``min_match`` tokens long, the draft model otherwise, until its drafts end
+with such a match, or with an edit after one, and lookup completes the round's proposal.
+:class:`AdaptiveK` picks each round's K from the rounds before.
 
 Proposals are verified as any are: greedily by the tokens, sampled through the exact rule for a
 point-mass draft (a draft row of -inf but at the proposed token), so the output is distributed as
@@ -91,9 +91,9 @@ class Proposal:
 
 
 class PromptLookup:
-    """An index of the text's n-grams (``min_ngram`` <= n <= ``max_ngram``) by their most recent
-    last position, updated as tokens arrive: a lookup is one dict probe per n, whatever the
-    length of the text."""
+    """An index of the text's n-grams (``min_ngram`` <= n <= ``max_ngram``) by their two most
+    recent last positions, updated as tokens arrive: a lookup is at most two dict probes per n,
+    whatever the length of the text."""
 
     def __init__(self, min_ngram: int, max_ngram: int):
         if not 1 <= min_ngram <= max_ngram:
@@ -101,7 +101,7 @@ class PromptLookup:
                              f"{max_ngram}")
         self.min_ngram, self.max_ngram = min_ngram, max_ngram
         self.tokens: list[int] = []
-        self._index: dict[tuple[int, ...], int] = {}  # n-gram -> its last position
+        self._index: dict[tuple[int, ...], tuple[int, int]] = {}  # n-gram -> its last two end positions (-1: none)
 
     def clear(self) -> None:
         self.tokens.clear()
@@ -117,18 +117,30 @@ class PromptLookup:
         self.tokens.append(token)
         end = len(self.tokens) - 2
         for n in range(self.min_ngram, min(self.max_ngram, end + 1) + 1):
-            self._index[tuple(self.tokens[end - n + 1:end + 1])] = end
+            ngram = tuple(self.tokens[end - n + 1:end + 1])
+            self._index[ngram] = (end, self._index.get(ngram, (-1,))[0])
 
-    def propose(self, k: int, after=()) -> Proposal:
+    def propose(self, k: int, after=(), resume: bool = True) -> Proposal:
         """Up to ``k`` tokens that followed the most recent earlier occurrence of the last n
-        tokens, for the largest n that has one; none when no n-gram of at least ``min_ngram``
-        tokens recurs. ``after``: tokens not yet in the text (a draft model's proposals) that the
-        last n tokens end with; the occurrence and what followed it are still the text's."""
+        tokens, for the largest n that has one. Where no n-gram of at least ``min_ngram`` tokens
+        recurs, the text may have been edited: the last token took the place of the one that
+        followed the n tokens before it (a renamed word), and the proposal is what came after
+        the replaced token at their most recent earlier occurrence, again for the largest n (only
+        with ``resume``). None when neither finds one. ``after``: tokens not yet in the text (a
+        draft model's proposals) that the last tokens end with; the occurrence and what followed
+        it are still the text's."""
         size = len(self.tokens)
         last = size + len(after) - 1
-        tail = (self.tokens + list(after))[max(0, last - self.max_ngram + 1):]
-        for n in range(min(self.max_ngram, last), self.min_ngram - 1, -1):
-            end = self._index.get(tuple(tail[len(tail) - n:]))
-            if end is not None:
-                return Proposal(n, self.tokens[end + 1:min(end + 1 + k, size)])
+        # the last max_ngram + 1 tokens of the text and `after`, without copying the whole text
+        tail = (self.tokens[max(0, size - self.max_ngram - 1):] + list(after))[-(self.max_ngram + 1):]
+        # skip 0: the last n tokens recur; skip 1: the n before the last one do (an edit)
+        for skip in (0, 1) if resume else (0,):
+            end_at = last - skip  # the n-gram's last position, in the text and `after`
+            for n in range(min(self.max_ngram, end_at), self.min_ngram - 1, -1):
+                ngram = tuple(tail[len(tail) - skip - n:len(tail) - skip])
+                latest, previous = self._index.get(ngram, (-1, -1))
+                end = latest if latest < end_at else previous  # an earlier occurrence, not this one
+                start = end + 1 + skip
+                if end >= 0 and start < size:
+                    return Proposal(n, self.tokens[start:min(start + k, size)])
         return Proposal()

@@ -362,7 +362,10 @@ class PteSpeculativeDecoder:
         draft model's otherwise), one fused verify step; returns the emitted tokens. A round
         proposing K tokens takes Philox offsets offset..offset+K (draft steps, then the verify)."""
         d = self.drafting
-        proposal = lookup.propose(state.lookup_k.next() if d.adaptive_k else self.k) if d.drafter != "model" else None
+        # The hybrid gives a round to lookup on an exact match only: the draft model predicts
+        # better than a guess past an edit, until its own drafts make the edit (below).
+        proposal = lookup.propose(state.lookup_k.next() if d.adaptive_k else self.k,
+                                  resume=d.drafter == "lookup") if d.drafter != "model" else None
         if d.drafter == "lookup" or (d.drafter == "hybrid" and proposal.ngram >= d.min_match):
             if not proposal.tokens:  # nothing to verify: the target decodes one token
                 stats.plain_steps += 1
@@ -397,8 +400,9 @@ class PteSpeculativeDecoder:
         logits rows [1, k, V] when sampling, else None, the steps taken). The first step also feeds
         the draft what it has not seen of the context. The hybrid drafter hands over to prompt
         lookup as soon as the context and the drafts so far end with a match of ``min_match``
-        tokens (the model bridges a stretch the text does not repeat, a renamed word say):
-        lookup's tokens complete the proposal, each a point mass."""
+        tokens, or the last draft replaced the token after one (the model bridges a stretch the
+        text does not repeat, a renamed word say): lookup's tokens complete the proposal, each a
+        point mass."""
         t0 = time.perf_counter()
         pos = len(context) - 1
         if len(context) - state.draft_seen > DRAFT_STEP_TOKENS:  # behind after lookup rounds

@@ -24,9 +24,10 @@ const char kUsage[] =
     "                     [--temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S]\n"
     "                     [--eos ID] [--no-spec] [--stats-json FILE] [--verbose]\n"
     "--k-max (or --k): proposals per round, the most per round with --adaptive-k (default: the exported K)\n"
-    "--drafter: the draft model (default), prompt lookup (n-grams of prompt and output; no draft.pte\n"
-    "    needed), or hybrid: lookup when its match has --min-match tokens, the draft model otherwise\n"
-    "    (until its drafts end with such a match: lookup completes the round)\n"
+    "--drafter: the draft model (default), prompt lookup (n-grams of prompt and output, resuming after\n"
+    "    an edit; no draft.pte needed), or hybrid: lookup when its exact match has --min-match tokens,\n"
+    "    the draft model otherwise (until its drafts end with such a match or an edit after one:\n"
+    "    lookup completes the round)\n"
     "--verbose also prints ExecuTorch's info messages (its errors are always printed)\n";
 
 [[noreturn]] void fail(const std::string& message, int code = 2) {

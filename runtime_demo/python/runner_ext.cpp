@@ -98,10 +98,11 @@ PYBIND11_MODULE(_runner_ext, m) {
   py::class_<spec_edge::runner::PromptLookup>(m, "PromptLookup")
       .def(py::init<int, int>(), py::arg("min_ngram"), py::arg("max_ngram"))
       .def("extend", &spec_edge::runner::PromptLookup::extend, py::arg("tokens"))
-      .def("propose", [](const spec_edge::runner::PromptLookup& l, int k, const std::vector<int64_t>& after) {
-        auto p = l.propose(k, after);
+      .def("propose", [](const spec_edge::runner::PromptLookup& l, int k, const std::vector<int64_t>& after,
+                         bool resume) {
+        auto p = l.propose(k, after, resume);
         return py::make_tuple(p.ngram, p.tokens);
-      }, py::arg("k"), py::arg("after") = std::vector<int64_t>{});
+      }, py::arg("k"), py::arg("after") = std::vector<int64_t>{}, py::arg("resume") = true);
   py::class_<spec_edge::runner::AdaptiveK>(m, "AdaptiveK")
       .def(py::init<int, double>(), py::arg("k_max"), py::arg("step_cost"))
       .def("next", &spec_edge::runner::AdaptiveK::next)

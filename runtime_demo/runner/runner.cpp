@@ -301,7 +301,10 @@ class ModuleRunner final : public Runner {
   std::vector<int64_t> round(const std::vector<int64_t>& context, const Sampling& s, Round& r) {
     const Drafter d = drafting_.drafter;
     PromptLookup::Proposal lookup;
-    if (d != Drafter::kModel) lookup = lookup_.propose(drafting_.adaptive_k ? r.lookup_k.next() : k_);
+    // The hybrid gives a round to lookup on an exact match only: the draft model predicts better
+    // than a guess past an edit, until its own drafts make the edit (below).
+    if (d != Drafter::kModel)
+      lookup = lookup_.propose(drafting_.adaptive_k ? r.lookup_k.next() : k_, {}, d == Drafter::kLookup);
     if (d == Drafter::kLookup || (d == Drafter::kHybrid && lookup.ngram >= drafting_.min_match)) {
       if (lookup.tokens.empty()) {  // nothing to verify: the target decodes one token
         stats_.plain_steps += 1;
@@ -343,9 +346,9 @@ class ModuleRunner final : public Runner {
   // k proposals from draft-model steps at Philox offsets r.offset.. (their logits rows into
   // draft_rows_ when sampling). The first step also feeds the draft what it has not seen of the
   // context. The hybrid drafter hands over to prompt lookup as soon as the context and the drafts
-  // so far end with a match of min_match tokens (the model bridges a stretch the text does not
-  // repeat, a renamed word say): lookup's tokens complete the proposal, each a point mass, and
-  // `stepped` says how many the model drafted.
+  // so far end with a match of min_match tokens, or the last draft replaced the token after one
+  // (the model bridges a stretch the text does not repeat, a renamed word say): lookup's tokens
+  // complete the proposal, each a point mass, and `stepped` says how many the model drafted.
   std::vector<int64_t> draft(const std::vector<int64_t>& context, const Sampling& s, Round& r, int k, int& stepped) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t pos = static_cast<int64_t>(context.size()) - 1;

@@ -5,8 +5,11 @@
 //
 // Prompt lookup: the last n tokens are looked up among the earlier n-grams, longest n first
 // (max_ngram down to min_ngram); the tokens that followed the most recent earlier occurrence are
-// the proposal. Every n-gram is indexed as its last token arrives, so a lookup is one hash probe
-// per n: O(max_ngram^2) work per token, whatever the length of the text.
+// the proposal. Where none recurs, the n tokens before the last one are looked up the same way
+// (an edit: the last token replaced the one that followed them), and the proposal resumes after
+// the replaced token. Every n-gram is indexed with its two most recent positions as its last
+// token arrives, so a lookup is at most two hash probes per n: O(max_ngram^2) work per token,
+// whatever the length of the text.
 #pragma once
 
 #include <algorithm>
@@ -72,7 +75,10 @@ class PromptLookup {
   void append(int64_t token) {
     tokens_.push_back(token);
     const int64_t end = static_cast<int64_t>(tokens_.size()) - 2;
-    for (int n = min_ngram_; n <= max_ngram_ && n <= end + 1; ++n) index_[n - min_ngram_][key(tokens_, end, n)] = end;
+    for (int n = min_ngram_; n <= max_ngram_ && n <= end + 1; ++n) {
+      Positions& at = index_[n - min_ngram_].try_emplace(key(tokens_, end, n)).first->second;
+      at = {end, at.latest};
+    }
   }
 
   struct Proposal {
@@ -81,22 +87,30 @@ class PromptLookup {
   };
 
   // Up to k tokens that followed the most recent earlier occurrence of the last n tokens, for
-  // the largest n that has one; none when no n-gram of at least min_ngram tokens recurs. `after`:
-  // tokens not yet in the text (a draft model's proposals) that the last n tokens end with; the
-  // occurrence and what followed it are still the text's.
-  Proposal propose(int k, const std::vector<int64_t>& after = {}) const {
+  // the largest n that has one. Where no n-gram of at least min_ngram tokens recurs, the text
+  // may have been edited: the last token took the place of the one that followed the n tokens
+  // before it (a renamed word), and the proposal is what came after the replaced token at their
+  // most recent earlier occurrence, again for the largest n (only with `resume`). None when
+  // neither finds one. `after`: tokens not yet in the text (a draft model's proposals) that the
+  // last tokens end with; the occurrence and what followed it are still the text's.
+  Proposal propose(int k, const std::vector<int64_t>& after = {}, bool resume = true) const {
     const int64_t size = static_cast<int64_t>(tokens_.size());
     const int64_t last = size + static_cast<int64_t>(after.size()) - 1;
-    std::vector<int64_t> tail;  // the last max_ngram tokens of the text and `after`
-    for (int64_t i = std::max<int64_t>(0, last - max_ngram_ + 1); i <= last; ++i)
+    std::vector<int64_t> tail;  // the last max_ngram + 1 tokens of the text and `after`
+    for (int64_t i = std::max<int64_t>(0, last - max_ngram_); i <= last; ++i)
       tail.push_back(i < size ? tokens_[i] : after[i - size]);
-    for (int n = max_ngram_; n >= min_ngram_; --n) {
-      if (n > last) continue;  // an earlier occurrence needs n tokens before the last one
-      const auto& by_ngram = index_[n - min_ngram_];
-      const auto found = by_ngram.find(key(tail, static_cast<int64_t>(tail.size()) - 1, n));
-      if (found == by_ngram.end()) continue;
-      const int64_t from = found->second + 1, to = std::min<int64_t>(from + k, size);
-      return {n, std::vector<int64_t>(tokens_.begin() + from, tokens_.begin() + to)};
+    // skip 0: the last n tokens recur; skip 1: the n before the last one do (an edit)
+    for (int skip = 0; skip <= (resume ? 1 : 0); ++skip) {
+      const int64_t end_at = last - skip;  // the n-gram's last position, in the text and `after`
+      for (int n = static_cast<int>(std::min<int64_t>(max_ngram_, end_at)); n >= min_ngram_; --n) {
+        const auto& by_ngram = index_[n - min_ngram_];
+        const auto found = by_ngram.find(key(tail, static_cast<int64_t>(tail.size()) - 1 - skip, n));
+        if (found == by_ngram.end()) continue;
+        const Positions& at = found->second;
+        const int64_t end = at.latest < end_at ? at.latest : at.previous;  // earlier, not this one
+        const int64_t from = end + 1 + skip, to = std::min<int64_t>(from + k, size);
+        if (end >= 0 && from < size) return {n, std::vector<int64_t>(tokens_.begin() + from, tokens_.begin() + to)};
+      }
     }
     return {};
   }
@@ -112,7 +126,10 @@ class PromptLookup {
 
   int min_ngram_, max_ngram_;
   std::vector<int64_t> tokens_;
-  std::vector<std::unordered_map<std::string, int64_t>> index_;  // per n: n-gram -> its last position
+  struct Positions {
+    int64_t latest = -1, previous = -1;  // the n-gram's last two end positions (-1: none)
+  };
+  std::vector<std::unordered_map<std::string, Positions>> index_;  // per n: n-gram -> where it ended
 };
 
 

@@ -3,10 +3,10 @@ package org.specedge;
 /**
  * Where each round's proposals come from, and how many it makes: the draft model (the default),
  * prompt lookup (the tokens that followed the last earlier occurrence of the last n tokens of
- * prompt and output; no draft program needed), or hybrid (lookup when its match is at least
- * {@code minMatch} tokens long, the draft model otherwise, until its drafts end with such a match
- * and lookup completes the round); K fixed or chosen per round from the
- * rounds before. Every choice keeps the output distributed as the target's alone.
+ * prompt and output, or, after an edit, of the n before the last one; no draft program needed),
+ * or hybrid (lookup when its exact match is at least {@code minMatch} tokens long, the draft model
+ * otherwise, until its drafts end with such a match or an edit after one and lookup completes the
+ * round); K fixed or chosen per round from the rounds before. Every choice keeps the output distributed as the target's alone.
  *
  * <pre>{@code
  * DraftingConfig lookup = DraftingConfig.builder().drafter("lookup").adaptiveK(true).build();
