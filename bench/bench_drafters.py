@@ -1,10 +1,11 @@
 """Drafters side by side: target-only decoding, the draft model, prompt lookup and the hybrid, each
-with a fixed and an adaptive K, on three workloads: continuing code (held-out prompts, as
-`make demo`), editing code (the prompt holds a function and asks for it again with one name
-changed: most of the output repeats the prompt; the real pair, an instruct model, is asked in
-its chat template) and free text. The C++ runner (NativeRunner), greedy; each setting decodes
-every prompt speculatively and target-only in turn, so that its ratio compares like with like
-on a shared machine.
+with a fixed K, an adaptive K under the default costs and one under the costs measured on this
+machine (what `spec-edge-run --calibrate` prints), on three workloads: continuing code
+(held-out prompts, as `make demo`), editing code (the prompt holds a function and asks for it
+again with one name changed: most of the output repeats the prompt; the real pair, an instruct
+model, is asked in its chat template) and free text. The C++ runner (NativeRunner), greedy;
+each setting decodes every prompt speculatively and target-only in turn, so that its ratio
+compares like with like on a shared machine.
 
 Usage: python bench/bench_drafters.py [--pair default|real] [--k K] [--write docs/BENCHMARKS.md]
 """
@@ -21,13 +22,17 @@ from tqdm import tqdm
 
 import spec_edge
 from spec_edge.demo import DEFAULT_PAIR, exported_pair
+from spec_edge.drafters import Drafting
 from spec_edge.stats import GenerationStats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_verify import write_section  # noqa: E402
 
-SETTINGS = [("model", False), ("model", True), ("lookup", False), ("lookup", True), ("hybrid", False),
-            ("hybrid", True)]
+# K per drafter: fixed; adaptive with the default costs; adaptive with the costs measured here
+# (NativeRunner.measure_step_costs, what spec-edge-run --calibrate prints)
+DEFAULT_COSTS = Drafting()
+K_CHOICES = ("fixed", "adaptive", "adaptive, measured costs")
+SETTINGS = [(drafter, k) for drafter in ("model", "lookup", "hybrid") for k in K_CHOICES]
 FUNCTIONS = [
     ('def mean_and_spread(values):\n    """The mean of `values` and their largest distance from it."""\n'
      '    total = 0.0\n    for value in values:\n        total += value\n    mean = total / len(values)\n'
@@ -90,9 +95,12 @@ def main():
     tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
     prompts = workloads(args.pair, out, tokenizer)
     eos = tokenizer.eos_ids
+    measured = spec_edge.NativeRunner(out, k=args.k).measure_step_costs()
     rows = []
-    for drafter, adaptive in tqdm(SETTINGS, desc="settings"):
-        runner = spec_edge.NativeRunner(out, k=args.k, drafter=drafter, adaptive_k=adaptive)
+    for drafter, k_choice in tqdm(SETTINGS, desc="settings"):
+        costs = {} if k_choice != K_CHOICES[2] else dict(draft_step_cost=measured["draft_step_cost"],
+                                                          verify_costs=measured["verify_costs"])
+        runner = spec_edge.NativeRunner(out, k=args.k, drafter=drafter, adaptive_k=k_choice != "fixed", **costs)
         for workload, ids in prompts.items():
             spec, base = GenerationStats(accepted_histogram=[0] * (runner.k + 1)), GenerationStats()
             for prompt in ids:
@@ -102,21 +110,25 @@ def main():
                 want = runner.generate(prompt, max_new, speculative=False, eos_token_id=eos)
                 base.add(runner.stats)
                 assert got == want, f"{drafter}: greedy output differs from target-only decoding"
-            rows.append((workload, drafter, adaptive, spec, base))
+            rows.append((workload, drafter, k_choice, spec, base))
         k, max_k = runner.k, runner.max_k
         del runner
         gc.collect()
     table = ["| workload | drafter | K | tokens/s | target-only tokens/s | speedup | acceptance | "
              "rounds: model / lookup / target alone |", "|---|---|---|---|---|---|---|---|"]
-    for workload, drafter, adaptive, spec, base in sorted(rows, key=lambda r: list(prompts).index(r[0])):
-        table.append(f"| {workload} | {drafter} | {'adaptive' if adaptive else 'fixed'} | {spec.tokens_per_second:.1f} | "
+    for workload, drafter, k_choice, spec, base in sorted(rows, key=lambda r: list(prompts).index(r[0])):
+        table.append(f"| {workload} | {drafter} | {k_choice} | {spec.tokens_per_second:.1f} | "
                      f"{base.tokens_per_second:.1f} | {spec.tokens_per_second / base.tokens_per_second:.2f}x | "
                      f"{spec.acceptance_rate:.2f} | {spec.model_rounds} / {spec.lookup_rounds} / {spec.plain_steps} |")
     name = "the shipped default pair" if args.pair == "default" else "the Qwen2.5-Coder pair of `make demo-real`"
     body = "\n".join([f"## Drafters on {name} (`bench/bench_drafters.py --pair {args.pair}`)\n",
                       f"The C++ runner, greedy, up to {args.max_new} new tokens per prompt (fewer where the context ends "
                       f"or the model does), K {k} (fixed, and adaptive K's most; the programs were exported for "
-                      f"{max_k}); every output identical to target-only decoding (checked).\n", *table])
+                      f"{max_k}); every output identical to target-only decoding (checked). Adaptive K's "
+                      f"default costs: a draft step {DEFAULT_COSTS.draft_step_cost}, the verify step 1 + "
+                      f"{DEFAULT_COSTS.verify_row_cost} K decode steps; measured here, at {measured['context']} "
+                      f"positions of context: a draft step {measured['draft_step_cost']:.3f}, the verify step with "
+                      f"K = 1..{k} proposals {', '.join(f'{c:.2f}' for c in measured['verify_costs'])}.\n", *table])
     print(body)
     if args.write:
         write_section(args.write, f"bench_drafters_{args.pair}", body)

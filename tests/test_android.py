@@ -95,8 +95,9 @@ def test_the_api_is_documented(classes, tmp_path):
 
 
 def driver_tokens(jvm: Jvm, classes: Path, model_dir: Path, k: int, max_new: int, speculative: bool,
-                  sampling: list[str], prompt: list[int], drafting: tuple[str, bool] | None = None) -> tuple[list[int], str]:
-    extra = [] if drafting is None else [drafting[0], "1" if drafting[1] else "0"]
+                  sampling: list[str], prompt: list[int], drafting: tuple | None = None) -> tuple[list[int], str]:
+    """``drafting``: (drafter, adaptive_k) or (drafter, adaptive_k, verify_costs)."""
+    extra = [] if drafting is None else [drafting[0], "1" if drafting[1] else "0", *map(str, drafting[2:])]
     out = jvm.run(classes, "tokens", str(model_dir), str(k), str(max_new), "1" if speculative else "0", *sampling,
                   ",".join(map(str, prompt)), *extra).stdout.splitlines()
     tokens = [int(t) for t in out[0].split()]
@@ -221,6 +222,8 @@ BAD_INPUT = {
     "ngrams": ("IllegalArgumentException", "min_ngram, max_ngram: expected 1 <= min_ngram <= max_ngram <= 64, got 3, 2"),
     "min_match": ("IllegalArgumentException", r"min_match: expected min_ngram <= min_match <= max_ngram \(2..4\), got 7"),
     "costs": ("IllegalArgumentException", "draft_step_cost: expected a cost in"),
+    "verify_costs": ("IllegalArgumentException", r"verify_costs: expected a cost for each K in 1..3 \(k=3\), got 1"),
+    "verify_costs_null": ("IllegalArgumentException", "verifyCosts: expected an array of costs, got null"),
     "null_prompt": ("IllegalArgumentException", "promptIds: expected a value, got null"),
     "null_sampling": ("IllegalArgumentException", "sampling: expected a value, got null"),
     "empty_prompt": ("IllegalArgumentException", "prompt: expected at least one token"),
@@ -236,9 +239,19 @@ BAD_INPUT = {
     "min_p": ("IllegalArgumentException", r"min_p\[0\] = 2: expected a value in \[0, 1\]"),
     "penalty": ("IllegalArgumentException", r"repetition_penalty\[0\] = 0: expected a finite value > 0"),
     "null_text": ("IllegalArgumentException", "prompt: expected a value, got null"),
+    "repeats": ("IllegalArgumentException", "repeats: expected >= 1, got 0"),
     "decode_bad_id": ("SpecEdgeException", "tokenizer.json: not found"),  # the small pair ships none
     "still_usable": ("none", ""),
 }
+
+
+@every_jvm
+def test_the_java_api_measures_step_costs(jvm, classes, pair):
+    costs, identical = jvm.run(classes, "costs", str(pair / "pair")).stdout.splitlines()
+    context, seconds, draft, *positive = costs.split()
+    assert int(context) == 96 - K - 1 and float(seconds) > 0 and float(draft) > 0
+    assert positive == ["1"] * K  # a positive cost for each K
+    assert identical == "true"
 
 
 @every_jvm

@@ -20,7 +20,7 @@ from filter_ref import filtered_law
 from small_pair import K, PROMPT
 from stats_utils import chisquare_pvalue
 from spec_edge.demo import DEFAULT_PAIR
-from spec_edge.drafters import AdaptiveK, PromptLookup, Proposal
+from spec_edge.drafters import AdaptiveK, Drafting, PromptLookup, Proposal
 
 pytest.importorskip("executorch")
 from spec_edge.native_runner import _load_extension  # noqa: E402
@@ -93,14 +93,36 @@ def test_prompt_lookup_never_matches_the_last_tokens_themselves_and_keeps_its_bo
 
 
 def test_adaptive_k_grows_with_acceptance_and_shrinks_without_it():
-    k = AdaptiveK(8, 0.45)
+    k = AdaptiveK(Drafting(draft_step_cost=0.35, verify_row_cost=0.1).round_costs(8, model_drafts=True))
     for _ in range(10):
         k.record(k.next(), k.next())  # everything accepted
     assert k.next() == 8
     for _ in range(10):
         k.record(k.next(), 0)
     assert k.next() == 1
-    assert AdaptiveK(8, 0.0).next() == 8  # free proposals: always the most
+    assert AdaptiveK([1.0] * 8).next() == 8  # free proposals: always the most
+
+
+# The real target's verify step (BENCHMARKS: what a verify step's rows cost): about flat from 2 to
+# 8 rows, then a second tile of rows for the 9th.
+TILED = (1.33, 1.36, 1.39, 1.44, 1.49, 1.60, 1.71, 2.37)
+
+
+def test_adaptive_k_weighs_the_measured_verify_costs():
+    """With the verify step's measured costs, adaptive K never pays for a second tile of rows
+    and, where more rows cost little more, proposes more than the linear default would."""
+    tiled, linear = Drafting(verify_costs=TILED), Drafting()
+    assert tiled.round_costs(3, model_drafts=False) == [1.33, 1.36, 1.39]
+    assert Drafting(draft_step_cost=0.25, verify_costs=TILED).round_costs(2, True) == [1.33 + 0.25, 1.36 + 0.5]
+    assert linear.round_costs(2, False) == [1.0 + 0.1, 1.0 + 0.2]
+    for costs, most in ((tiled, 7), (linear, 8)):
+        k = AdaptiveK(costs.round_costs(8, False))
+        for _ in range(10):
+            k.record(k.next(), k.next())  # everything accepted
+        assert k.next() == most
+    # at the prior's acceptance of 1/2
+    assert AdaptiveK(tiled.round_costs(8, False)).next() == 3
+    assert AdaptiveK(linear.round_costs(8, False)).next() == 2
 
 
 def test_python_and_cpp_make_the_same_decisions():
@@ -120,8 +142,11 @@ def test_python_and_cpp_make_the_same_decisions():
             for resume in (True, False):
                 want = python.propose(k, after, resume=resume)
                 assert cpp.propose(k, after, resume) == (want.ngram, want.tokens)
-        cost = rng.choice([0.0, 0.1, 0.45, 1.3])
-        python_k, cpp_k = AdaptiveK(8, cost), ext.AdaptiveK(8, cost)
+        d = Drafting(draft_step_cost=rng.choice([0.0, 0.1, 0.45]), verify_row_cost=rng.choice([0.0, 0.1, 1.3]),
+                     verify_costs=rng.choice([(), tuple(rng.uniform(0.5, 3.0) for _ in range(8))]))
+        costs = d.round_costs(8, model_drafts=trial % 3 > 0)
+        assert ext.round_costs(d.draft_step_cost, d.verify_row_cost, d.verify_costs, 8, trial % 3 > 0) == costs
+        python_k, cpp_k = AdaptiveK(costs), ext.AdaptiveK(costs)
         for _ in range(50):
             assert python_k.next() == cpp_k.next()
             proposed = rng.randint(1, 8)
@@ -204,6 +229,45 @@ def test_every_drafter_decodes_the_default_pair_greedily_as_its_target_alone(def
             assert native.generate(prompt, 48) == native.generate(prompt, 48, speculative=False), (drafter, adaptive)
 
 
+@pytest.mark.parametrize("costs,per_round", [((5.0, 5.0, 1.0), 3), ((1.0, 5.0, 5.0), 1)])
+def test_verify_costs_set_adaptive_k_alike_in_every_front_end(pair, tmp_path, costs, per_round):
+    """Verify costs under which one K is by far the cheapest: adaptive K proposes that many in
+    every round, with the same tokens from the Python loop, NativeRunner and spec-edge-run."""
+    settings = dict(adaptive_k=True, verify_costs=costs)
+    loop, native = PteSpeculativeDecoder(pair / "pair", **settings), spec_edge.NativeRunner(pair / "pair", **settings)
+    sampled = loop.generate(PROMPT, 40, **SAMPLED)
+    assert loop.stats.proposed == per_round * loop.stats.rounds
+    assert native.generate(PROMPT, 40, **SAMPLED) == sampled
+    flags = ["--adaptive-k", "--verify-costs", ",".join(map(str, costs)), "--stats-json", str(tmp_path / "s.json")]
+    assert NATIVE.tokens(pair / "pair", "--max-new", "40", *flags, *SAMPLED_FLAGS, prompt=PROMPT) == sampled
+    assert json.loads((tmp_path / "s.json").read_text())["proposed"] == native.stats.proposed == loop.stats.proposed
+    assert native.generate(PROMPT, 40) == loop.generate(PROMPT, 40, speculative=False)
+
+
+def test_measured_step_costs_are_what_spec_edge_run_calibrate_prints(pair, tmp_path):
+    """Each step's cost on this machine, from NativeRunner and as spec-edge-run's flags, which
+    load and decode as the target alone; lookup has no draft step to cost."""
+    native = spec_edge.NativeRunner(pair / "pair")
+    costs = native.measure_step_costs(repeats=3)
+    assert costs["context"] == 96 - K - 1  # 128 tokens, fewer where the context is shorter
+    assert len(costs["verify_costs"]) == K and min(costs["verify_costs"]) > 0 and costs["draft_step_cost"] > 0
+    assert costs["decode_step_seconds"] > 0
+    assert native.measure_step_costs(PROMPT, repeats=1)["context"] == len(PROMPT)
+    assert native.stats.rounds == 0  # the timed steps were no generation
+    target_only = native.generate(PROMPT, 30, speculative=False)
+    result = NATIVE.run("--model-dir", str(pair / "pair"), "--calibrate", "--stats-json", str(tmp_path / "c.json"))
+    flags = result.stdout.decode().split()
+    assert flags[0::2] == ["--draft-step-cost", "--verify-costs"] and len(flags[3].split(",")) == K, flags
+    assert json.loads((tmp_path / "c.json").read_text())["context"] == costs["context"]
+    assert NATIVE.tokens(pair / "pair", "--max-new", "30", "--adaptive-k", *flags, prompt=PROMPT) == target_only
+    lookup = spec_edge.NativeRunner(pair / "pair", drafter="lookup").measure_step_costs(repeats=1)
+    assert lookup["draft_step_cost"] == 0 and len(lookup["verify_costs"]) == K
+    for bad, message in ((dict(repeats=0), "repeats: expected >= 1, got 0"),
+                         (dict(prompt_ids=[1] * 93), r"prompt \(93 tokens\) \+ max_new \(0\) \+ K\+1 \(4\)")):
+        with pytest.raises(ValueError, match=message):
+            native.measure_step_costs(**bad)
+
+
 def test_lookup_needs_no_draft_program_and_the_others_say_they_do(pair, tmp_path):
     target_only = tmp_path / "target_only"
     shutil.copytree(pair / "pair", target_only)
@@ -229,6 +293,9 @@ def test_lookup_needs_no_draft_program_and_the_others_say_they_do(pair, tmp_path
     (dict(drafter="hybrid", min_match=5), r"min_match: expected min_ngram <= min_match <= max_ngram \(2..4\), got 5"),
     (dict(adaptive_k=True, draft_step_cost=float("nan")), "draft_step_cost: expected a cost in"),
     (dict(adaptive_k=True, verify_row_cost=-1.0), "verify_row_cost: expected a cost in"),
+    (dict(adaptive_k=True, verify_costs=(1.2, 1.3)), r"verify_costs: expected a cost for each K in 1..3 \(k=3\), got 2"),
+    (dict(adaptive_k=True, verify_costs=(1.2, 0.0, 1.4)), r"verify_costs: expected costs in \(0, 1e6\]"),
+    (dict(adaptive_k=True, verify_costs=(1.2, float("nan"), 1.4)), r"verify_costs: expected costs in \(0, 1e6\]"),
 ])
 def test_bad_drafting_settings_are_named(pair, settings, message):
     for make in (PteSpeculativeDecoder, spec_edge.NativeRunner):
@@ -243,6 +310,10 @@ def test_bad_drafting_settings_are_named(pair, settings, message):
     (["--drafter", "hybrid", "--min-match", "65"], r"--min-match: expected an integer in \[1, 64\]"),
     (["--drafter", "hybrid", "--min-match", "6"], r"min_match: expected min_ngram <= min_match <= max_ngram"),
     (["--adaptive-k", "--k-max", "9"], "k: the programs were exported for K up to 3, got k=9"),
+    (["--adaptive-k", "--verify-costs", "1.2,1.3"], r"verify_costs: expected a cost for each K in 1..3 \(k=3\), got 2"),
+    (["--adaptive-k", "--verify-costs", "1.2,x,1.4"], "--verify-costs: expected a number, got 'x'"),
+    (["--adaptive-k", "--verify-costs", "1.2,-1,1.4"], r"verify_costs: expected costs in \(0, 1e6\]"),
+    (["--adaptive-k", "--draft-step-cost", "nan"], r"draft_step_cost: expected a cost in \[0, 1e6\]"),
 ])
 def test_bad_drafting_flags_are_a_message_and_an_exit_status(pair, flags, message):
     result = NATIVE.run("--model-dir", str(pair / "pair"), "--prompt-ids", "1,2", *flags, check=False)
@@ -283,15 +354,17 @@ def test_sampled_lookup_keeps_the_target_distribution(pair, drafter):
 
 
 @every_jvm
-@pytest.mark.parametrize("drafter,adaptive", [("lookup", True), ("hybrid", False)])
-def test_the_java_api_gives_the_clis_tokens(jvm, classes, pair, drafter, adaptive):
-    cli = NATIVE.tokens(pair / "pair", "--max-new", "40", *cli_flags(drafter, adaptive), *JAVA_SAMPLED_FLAGS,
+@pytest.mark.parametrize("drafter,adaptive,costs", [("lookup", True, ()), ("hybrid", False, ()),
+                                                    ("hybrid", True, (5.0, 5.0, 1.0))])
+def test_the_java_api_gives_the_clis_tokens(jvm, classes, pair, drafter, adaptive, costs):
+    flags = ["--verify-costs", ",".join(map(str, costs))] if costs else []
+    cli = NATIVE.tokens(pair / "pair", "--max-new", "40", *cli_flags(drafter, adaptive), *flags, *JAVA_SAMPLED_FLAGS,
                         prompt=REPETITIVE)
     tokens, stats = driver_tokens(jvm, classes, pair / "pair", 0, 40, True, JAVA_SAMPLED, REPETITIVE,
-                                  (drafter, adaptive))
+                                  (drafter, adaptive, *([",".join(map(str, costs))] if costs else [])))
     assert tokens == cli
     fields = dict(item.split("=", 1) for item in stats.split())
-    native = spec_edge.NativeRunner(pair / "pair", drafter=drafter, adaptive_k=adaptive)
+    native = spec_edge.NativeRunner(pair / "pair", drafter=drafter, adaptive_k=adaptive, verify_costs=costs)
     native.generate(REPETITIVE, 40, temperature=0.8, filters=spec_edge.Filters(top_k=20, top_p=0.9,
                                                                                repetition_penalty=1.1), seed=5)
     for name in ("model_rounds", "model_proposed", "model_accepted", "lookup_rounds", "lookup_proposed",

@@ -13,7 +13,9 @@ drafting.h is the same, decision for decision: a seed gives the same tokens on b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 
 from .manifest import ROUND
 
@@ -25,8 +27,11 @@ _DEFAULTS = ROUND["drafting_defaults"]  # program_format.json's, the C++ runner'
 @dataclass(frozen=True)
 class Drafting:
     """The drafter's settings (those of ``spec-edge-run --drafter ...``). Adaptive K's costs are
-    in target decode steps, one draft-model step and one more verify row: fixed settings, not
-    timings, so that K follows from the tokens alone and a seed gives the same tokens anywhere."""
+    in target decode steps: one draft-model step, and the verify step's with 1, 2, ... proposals
+    (``verify_costs``, as ``NativeRunner.measure_step_costs`` or ``spec-edge-run --calibrate``
+    measure them on the device: real kernels cost in steps of rows, not per row), else 1 +
+    ``verify_row_cost`` per proposal. Fixed settings, not timings, so that K follows from the
+    tokens alone and a seed gives the same tokens anywhere."""
 
     drafter: str = "model"
     min_ngram: int = _DEFAULTS["min_ngram"]  # prompt lookup's n-gram lengths, longest tried first
@@ -35,9 +40,18 @@ class Drafting:
     adaptive_k: bool = False  # K per round from the rounds before, up to the decoder's k
     draft_step_cost: float = _DEFAULTS["draft_step_cost"]
     verify_row_cost: float = _DEFAULTS["verify_row_cost"]
+    verify_costs: tuple[float, ...] = ()
 
-    def check(self) -> None:
-        """ValueError naming the setting out of range (the C++ runner's messages)."""
+    def __post_init__(self):
+        costs = self.verify_costs
+        if not (isinstance(costs, Sequence) and not isinstance(costs, (str, bytes))
+                and all(isinstance(c, Real) for c in costs)):
+            raise TypeError(f"verify_costs: expected a sequence of numbers, got {costs!r}")
+        object.__setattr__(self, "verify_costs", tuple(float(c) for c in costs))
+
+    def check(self, k: int | None = None) -> None:
+        """ValueError naming the setting out of range (the C++ runner's messages); with ``k``,
+        the runner's K, also a ``verify_costs`` too short for it."""
         if self.drafter not in DRAFTERS:
             raise ValueError(f"drafter: expected one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
         if not 1 <= self.min_ngram <= self.max_ngram <= MAX_NGRAM:
@@ -50,30 +64,44 @@ class Drafting:
             cost = getattr(self, name)
             if not 0 <= cost <= 1e6:  # NaN fails too
                 raise ValueError(f"{name}: expected a cost in [0, 1e6] target decode steps, got {cost}")
+        for cost in self.verify_costs:
+            if not 0 < cost <= 1e6:
+                raise ValueError(f"verify_costs: expected costs in (0, 1e6] target decode steps, got {cost}")
+        if k is not None and self.verify_costs and len(self.verify_costs) < k:
+            raise ValueError(f"verify_costs: expected a cost for each K in 1..{k} (k={k}), got {len(self.verify_costs)}")
+
+    def round_costs(self, k_max: int, model_drafts: bool) -> list[float]:
+        """A round's cost in target decode steps with k = 1..``k_max`` proposals, what adaptive K
+        weighs: the verify step's, plus k draft-model steps where the model drafts."""
+        costs = []
+        for k in range(1, k_max + 1):
+            verify = 1.0 + self.verify_row_cost * k if not self.verify_costs else self.verify_costs[k - 1]
+            costs.append(verify + self.draft_step_cost * k if model_drafts else verify)
+        return costs
 
 
 class AdaptiveK:
     """The K in 1..``k_max`` that maximises the expected tokens per unit of time, E(K) / T(K) with
     E(K) = 1 + a + ... + a^K (an accepted prefix, then one token from the target, when each
-    proposal is accepted with probability a) and T(K) = 1 + ``step_cost`` K, where a is estimated
-    from the rounds so far, each round's evidence decayed by ``DECAY`` per later round, from a
+    proposal is accepted with probability a) and T(K) = ``costs[K - 1]`` (``Drafting.round_costs``),
+    where a is estimated from the rounds so far, each round's evidence decayed by ``DECAY`` per later round, from a
     prior of one acceptance and one rejection. K depends on past rounds only, never on the
     current round's draws, so the output's distribution is unchanged. The arithmetic is the C++
     runner's, operation for operation: the same K in both."""
 
     DECAY: float = ROUND["adaptive_k_decay"]
 
-    def __init__(self, k_max: int, step_cost: float):
-        self.k_max, self.step_cost = k_max, step_cost
+    def __init__(self, costs: list[float]):
+        self.costs = list(costs)
         self._accepted, self._rejected = 1.0, 1.0
 
     def next(self) -> int:
         a = self._accepted / (self._accepted + self._rejected)
         best, best_rate, expected, power = 1, 0.0, 1.0, 1.0
-        for k in range(1, self.k_max + 1):
+        for k, cost in enumerate(self.costs, start=1):
             power = power * a
             expected = expected + power
-            rate = expected / (1.0 + self.step_cost * k)
+            rate = expected / cost
             if rate > best_rate:
                 best, best_rate = k, rate
         return best

@@ -71,14 +71,29 @@ class NativeRunner:
         call at a time per instance: a second one, from another thread or from ``on_tokens``,
         raises RuntimeError (``stop`` is allowed from both); separate instances run in parallel.
         """
-        T, top_k, top_p, min_p, penalty = sampling_settings(self.vocab_size, temperature, filters)
-        ext = _load_extension()
-        sampling = ext.Sampling(temperature=T, top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=penalty,
-                                seed=integer(seed, "seed"))
-        tokens = self._runner.generate([int(t) for t in prompt_ids], integer(max_new, "max_new"), sampling, bool(speculative),
+        tokens = self._runner.generate([int(t) for t in prompt_ids], integer(max_new, "max_new"),
+                                       self._sampling(temperature, filters, seed), bool(speculative),
                                        eos_ids(eos_token_id), on_tokens)
         self.stats = GenerationStats(**self._runner.stats())
         return tokens
+
+    @one_call_at_a_time
+    def measure_step_costs(self, prompt_ids=(), temperature: float = 0.0, filters: Filters = Filters(),
+                           repeats: int = 9) -> dict:
+        """What each step costs on this device, for adaptive K: the median of ``repeats`` runs of a
+        target decode step, a draft step and the verify step for each K in 1..k, at the end of
+        ``prompt_ids`` (empty: 128 tokens) with these sampling settings. Returns ``context``,
+        ``decode_step_seconds`` and, in decode steps, ``draft_step_cost`` and ``verify_costs``:
+        the settings to load the runner with (``NativeRunner(dir, adaptive_k=True,
+        draft_step_cost=..., verify_costs=...)``)."""
+        return self._runner.measure_step_costs([int(t) for t in prompt_ids], self._sampling(temperature, filters, 0),
+                                               integer(repeats, "repeats"))
+
+    def _sampling(self, temperature: float, filters: Filters, seed: int):
+        """The runner's Sampling, the arguments checked as the Python loop checks them."""
+        T, top_k, top_p, min_p, penalty = sampling_settings(self.vocab_size, temperature, filters)
+        return _load_extension().Sampling(temperature=T, top_k=top_k, top_p=top_p, min_p=min_p,
+                                          repetition_penalty=penalty, seed=integer(seed, "seed"))
 
     def stop(self) -> None:
         """Ends the ``generate`` in flight after its current round, from another thread or from ``on_tokens``."""

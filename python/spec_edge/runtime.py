@@ -163,6 +163,7 @@ class PteSpeculativeDecoder:
         if k is not None and not 1 <= k <= self.max_k:
             raise ProgramError(f"k: the programs were exported for K up to {self.max_k}, got k={k}")
         self.k = self.max_k if k is None else k
+        self.drafting.check(self.k)  # verify_costs against this K
         se_executorch.load()
         self.external_target = target_pte is not None
         def ours(name: str, methods: set[str]):
@@ -326,8 +327,7 @@ class PteSpeculativeDecoder:
         d = self.drafting
         lookup = PromptLookup(d.min_ngram, d.max_ngram)
         lookup.extend(prompt)
-        state = _Round(0, len(prompt) - 1, AdaptiveK(self.k, d.verify_row_cost + d.draft_step_cost),
-                       AdaptiveK(self.k, d.verify_row_cost))
+        state = _Round(0, len(prompt) - 1, AdaptiveK(d.round_costs(self.k, True)), AdaptiveK(d.round_costs(self.k, False)))
         stats.prefill_seconds = time.perf_counter() - t_start
         new: list[int] = []
         while len(new) < max_new:

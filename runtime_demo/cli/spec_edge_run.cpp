@@ -1,4 +1,5 @@
 // spec-edge-run: speculative decoding over an exported model directory, on the device.
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -22,12 +23,19 @@ const char kUsage[] =
     "usage: spec-edge-run --model-dir DIR (--prompt TEXT | --prompt-ids ID,ID,...) [--max-new N] [--k-max K]\n"
     "                     [--drafter model|lookup|hybrid] [--adaptive-k] [--min-ngram N --max-ngram N --min-match N]\n"
     "                     [--temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S]\n"
+    "                     [--draft-step-cost C --verify-row-cost C | --verify-costs C,C,...]\n"
     "                     [--eos ID] [--no-spec] [--stats-json FILE] [--verbose]\n"
+    "       spec-edge-run --model-dir DIR --calibrate [--prompt TEXT | --prompt-ids ...] [--k-max K] [--drafter D]\n"
     "--k-max (or --k): proposals per round, the most per round with --adaptive-k (default: the exported K)\n"
     "--drafter: the draft model (default), prompt lookup (n-grams of prompt and output, resuming after\n"
     "    an edit; no draft.pte needed), or hybrid: lookup when its exact match has --min-match tokens,\n"
     "    the draft model otherwise (until its drafts end with such a match or an edit after one:\n"
     "    lookup completes the round)\n"
+    "--adaptive-k weighs each K's expected tokens against its cost in target decode steps: a draft\n"
+    "    step's (--draft-step-cost) and the verify step's with K proposals (--verify-costs, one per K;\n"
+    "    else 1 + --verify-row-cost per proposal)\n"
+    "--calibrate times those steps on this device (at the end of the prompt; 128 tokens without one)\n"
+    "    and prints the flags that set them, in place of decoding\n"
     "--verbose also prints ExecuTorch's info messages (its errors are always printed)\n";
 
 [[noreturn]] void fail(const std::string& message, int code = 2) {
@@ -69,18 +77,52 @@ int64_t integer(const char* flag, const char* text, int64_t lo = INT64_MIN, int6
   return v;
 }
 
-std::vector<int64_t> ids(const char* text) {
-  std::vector<int64_t> out;
+// A cost in target decode steps, as a double (the Python loop's float: the same K from the same
+// text); its range is the runner's check.
+double cost(const char* flag, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0') fail(std::string(flag) + ": expected a number, got '" + text + "'");
+  return v;
+}
+
+// The comma-separated items of `text`, each parsed by `parse`.
+template <typename T, typename Parse>
+std::vector<T> items(const char* text, Parse parse) {
+  std::vector<T> out;
   std::string s = text;
   size_t at = 0;
   while (at <= s.size()) {
     const size_t comma = s.find(',', at);
     const std::string item = s.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    out.push_back(integer("--prompt-ids", item.c_str()));
+    out.push_back(parse(item.c_str()));
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
   return out;
+}
+
+// --calibrate: each step's cost, as the flags that set it (stdout) and in words (stderr).
+void calibrate(spec_edge::runner::Runner& runner, const std::vector<int64_t>& prompt,
+               const spec_edge::runner::Sampling& sampling, const std::string& stats_json) {
+  constexpr int kRepeats = 9;
+  const auto costs = runner.measure_step_costs(prompt, sampling, kRepeats);
+  std::string list;
+  for (const double c : costs.verify_costs) {
+    char item[32];
+    std::snprintf(item, sizeof item, "%s%.3f", list.empty() ? "" : ",", c);
+    list += item;
+  }
+  std::fprintf(stderr, "at %lld positions of context, medians of %d: a target decode step %.2f ms; a draft step "
+               "%.3f decode steps; the verify step with 1..%d proposals %s decode steps\n",
+               static_cast<long long>(costs.context), kRepeats, 1e3 * costs.decode_step_seconds, costs.draft_step_cost, runner.k(), list.c_str());
+  std::printf("--draft-step-cost %.3f --verify-costs %s\n", costs.draft_step_cost, list.c_str());
+  if (!stats_json.empty()) {
+    const nlohmann::json j = {{"context", costs.context}, {"decode_step_seconds", costs.decode_step_seconds},
+                              {"draft_step_cost", costs.draft_step_cost}, {"verify_costs", costs.verify_costs}};
+    std::ofstream out(stats_json);
+    if (!(out << j.dump(2) << "\n")) fail("--stats-json: cannot write " + stats_json, 1);
+  }
 }
 
 }  // namespace
@@ -91,7 +133,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> prompt;
   int64_t max_new = 64, eos = -1;
   std::optional<int> k;  // none: the exported K
-  bool speculative = true, verbose = false;
+  bool speculative = true, verbose = false, calibrating = false;
   spec_edge::runner::Sampling sampling;
   spec_edge::runner::Drafting drafting;
   for (int i = 1; i < argc; ++i) {
@@ -112,10 +154,14 @@ int main(int argc, char** argv) {
       drafting.adaptive_k = true;
       continue;
     }
+    if (flag == "--calibrate") {
+      calibrating = true;
+      continue;
+    }
     if (i + 1 >= argc) fail(flag + ": expected a value\n" + kUsage);
     const char* value = argv[++i];
     if (flag == "--model-dir") model_dir = value;
-    else if (flag == "--prompt-ids") prompt = ids(value);
+    else if (flag == "--prompt-ids") prompt = items<int64_t>(value, [](const char* t) { return integer("--prompt-ids", t); });
     else if (flag == "--prompt") text = value, have_text = true;
     else if (flag == "--max-new") max_new = integer("--max-new", value, 0);
     else if (flag == "--k" || flag == "--k-max") k = static_cast<int>(integer(flag.c_str(), value, INT32_MIN, INT32_MAX));
@@ -129,6 +175,10 @@ int main(int argc, char** argv) {
     else if (flag == "--min-ngram") drafting.min_ngram = static_cast<int>(integer("--min-ngram", value, 1, 64));
     else if (flag == "--max-ngram") drafting.max_ngram = static_cast<int>(integer("--max-ngram", value, 1, 64));
     else if (flag == "--min-match") drafting.min_match = static_cast<int>(integer("--min-match", value, 1, 64));
+    else if (flag == "--draft-step-cost") drafting.draft_step_cost = cost("--draft-step-cost", value);
+    else if (flag == "--verify-row-cost") drafting.verify_row_cost = cost("--verify-row-cost", value);
+    else if (flag == "--verify-costs")
+      drafting.verify_costs = items<double>(value, [](const char* t) { return cost("--verify-costs", t); });
     else if (flag == "--temperature") sampling.temperature = number("--temperature", value);
     else if (flag == "--top-k") sampling.top_k = integer("--top-k", value, 0);
     else if (flag == "--top-p") sampling.top_p = number("--top-p", value);
@@ -140,7 +190,8 @@ int main(int argc, char** argv) {
     else fail("unknown flag '" + flag + "'\n" + kUsage);
   }
   if (model_dir.empty()) fail(std::string("--model-dir is required\n") + kUsage);
-  if (have_text == !prompt.empty()) fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
+  if (have_text && !prompt.empty()) fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
+  if (!have_text && prompt.empty() && !calibrating) fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
   spec_edge::runner::show_executorch_info(verbose);
   try {
     auto runner = spec_edge::runner::Runner::load(model_dir, k, drafting);
@@ -149,7 +200,11 @@ int main(int argc, char** argv) {
       tokenizer = std::make_unique<spec_edge::runner::Tokenizer>(
           spec_edge::runner::Tokenizer::load_for_programs(model_dir, runner->vocab_size()));
       prompt = tokenizer->encode(text);
-      print(text);
+      if (!calibrating) print(text);
+    }
+    if (calibrating) {
+      calibrate(*runner, prompt, sampling, stats_json);
+      return 0;
     }
     // --eos, else the checkpoint's end tokens (Llama 3 has three), when the text is ours.
     const std::vector<int64_t> stop_ids = have_eos ? std::vector<int64_t>{eos}

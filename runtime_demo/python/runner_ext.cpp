@@ -33,14 +33,16 @@ PYBIND11_MODULE(_runner_ext, m) {
 
   py::class_<Runner, std::unique_ptr<Runner>>(m, "Runner")
       .def(py::init([](const std::string& model_dir, std::optional<int> k, const std::string& drafter, bool adaptive_k,
-                       int min_ngram, int max_ngram, int min_match, double draft_step_cost, double verify_row_cost) {
+                       int min_ngram, int max_ngram, int min_match, double draft_step_cost, double verify_row_cost,
+                       const std::vector<double>& verify_costs) {
              return Runner::load(model_dir, k,
                                  spec_edge::runner::drafting_settings(drafter, adaptive_k, min_ngram, max_ngram,
-                                                                      min_match, draft_step_cost, verify_row_cost));
+                                                                      min_match, draft_step_cost, verify_row_cost,
+                                                                      verify_costs));
            }),
            py::arg("model_dir"), py::arg("k"), py::arg("drafter"), py::arg("adaptive_k"), py::arg("min_ngram"),
            py::arg("max_ngram"), py::arg("min_match"), py::arg("draft_step_cost"), py::arg("verify_row_cost"),
-           py::call_guard<py::gil_scoped_release>())
+           py::arg("verify_costs"), py::call_guard<py::gil_scoped_release>())
       .def(
           "generate",
           [](Runner& runner, const std::vector<int64_t>& prompt, int64_t max_new, const Sampling& sampling,
@@ -56,6 +58,18 @@ PYBIND11_MODULE(_runner_ext, m) {
           },
           py::arg("prompt"), py::arg("max_new"), py::arg("sampling"), py::arg("speculative"), py::arg("eos"),
           py::arg("on_tokens"))
+      .def(
+          "measure_step_costs",
+          [](Runner& runner, const std::vector<int64_t>& prompt, const Sampling& sampling, int repeats) {
+            spec_edge::runner::StepCosts c;
+            {
+              py::gil_scoped_release no_gil;
+              c = runner.measure_step_costs(prompt, sampling, repeats);
+            }
+            return py::dict(py::arg("context") = c.context, py::arg("decode_step_seconds") = c.decode_step_seconds,
+                            py::arg("draft_step_cost") = c.draft_step_cost, py::arg("verify_costs") = c.verify_costs);
+          },
+          py::arg("prompt"), py::arg("sampling"), py::arg("repeats"))
       .def("stop", &Runner::stop)  // no GIL needed: sets a flag the loop reads
       .def("stats",
            [](const Runner& runner) {
@@ -103,8 +117,18 @@ PYBIND11_MODULE(_runner_ext, m) {
         auto p = l.propose(k, after, resume);
         return py::make_tuple(p.ngram, p.tokens);
       }, py::arg("k"), py::arg("after") = std::vector<int64_t>{}, py::arg("resume") = true);
+  m.def(
+      "round_costs",
+      [](double draft_step_cost, double verify_row_cost, const std::vector<double>& verify_costs, int k_max,
+         bool model_drafts) {
+        spec_edge::runner::Drafting d;
+        d.draft_step_cost = draft_step_cost, d.verify_row_cost = verify_row_cost, d.verify_costs = verify_costs;
+        return spec_edge::runner::round_costs(d, k_max, model_drafts);
+      },
+      py::arg("draft_step_cost"), py::arg("verify_row_cost"), py::arg("verify_costs"), py::arg("k_max"),
+      py::arg("model_drafts"));
   py::class_<spec_edge::runner::AdaptiveK>(m, "AdaptiveK")
-      .def(py::init<int, double>(), py::arg("k_max"), py::arg("step_cost"))
+      .def(py::init<std::vector<double>>(), py::arg("costs"))
       .def("next", &spec_edge::runner::AdaptiveK::next)
       .def("record", &spec_edge::runner::AdaptiveK::record, py::arg("proposed"), py::arg("accepted"));
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -124,8 +125,14 @@ const Drafting& checked(const Drafting& d) {
     if (!std::isfinite(cost) || cost < 0 || cost > 1e6)
       throw ArgumentError(std::string(name) + ": expected a cost in [0, 1e6] target decode steps, got " +
                           std::to_string(cost));
+  for (const double cost : d.verify_costs)
+    if (!std::isfinite(cost) || cost <= 0 || cost > 1e6)
+      throw ArgumentError("verify_costs: expected costs in (0, 1e6] target decode steps, got " + std::to_string(cost));
   return d;
 }
+
+// measure_step_costs without a prompt: a context this long.
+constexpr int64_t kCalibrationContext = 128;
 
 class ModuleRunner final : public Runner {
  public:
@@ -153,6 +160,9 @@ class ModuleRunner final : public Runner {
     if (k_ < 1 || k_ > max_k_)
       throw RunnerError("k: the programs were exported for K up to " + std::to_string(max_k_) + ", got k=" +
                         std::to_string(k_));
+    if (!drafting_.verify_costs.empty() && static_cast<int>(drafting_.verify_costs.size()) < k_)
+      throw ArgumentError("verify_costs: expected a cost for each K in 1.." + std::to_string(k_) + " (k=" +
+                          std::to_string(k_) + "), got " + std::to_string(drafting_.verify_costs.size()));
     const bool model_drafts = drafting.drafter != Drafter::kLookup;
     if (model_drafts && !file_exists(dir + "/draft.pte"))
       throw RunnerError(dir + "/draft.pte: not found; drafter " + drafter_name(drafting.drafter) +
@@ -199,8 +209,7 @@ class ModuleRunner final : public Runner {
     if (speculative && draft_) prefill(*draft_, prompt, 0, prompt_end);
     lookup_.clear();
     lookup_.extend(prompt);
-    Round r{0, prompt_end, AdaptiveK(k_, drafting_.verify_row_cost + drafting_.draft_step_cost),
-            AdaptiveK(k_, drafting_.verify_row_cost)};
+    Round r{0, prompt_end, AdaptiveK(round_costs(drafting_, k_, true)), AdaptiveK(round_costs(drafting_, k_, false))};
     stats_.prefill_seconds = seconds_since(t_start);
     std::vector<int64_t> out;
     while (static_cast<int64_t>(out.size()) < max_new && !stop_requested_.load()) {
@@ -225,6 +234,52 @@ class ModuleRunner final : public Runner {
     stats_.total_seconds = seconds_since(t_start);
     stats_.new_tokens = static_cast<int64_t>(out.size());
     return out;
+  }
+
+  StepCosts measure_step_costs(const std::vector<int64_t>& given, const Sampling& s, int repeats) override {
+    std::vector<int64_t> prompt = given;
+    if (prompt.empty())  // any tokens cost the same: the context's length is what counts
+      for (int64_t i = 0; i < std::min<int64_t>(kCalibrationContext, context_ - k_ - 1); ++i)
+        prompt.push_back(i % vocab_);
+    check(prompt, 0, s);
+    if (repeats < 1) throw ArgumentError("repeats: expected >= 1, got " + std::to_string(repeats));
+    const int64_t pos = static_cast<int64_t>(prompt.size()) - 1;
+    prefill(*target_, prompt, 0, pos);
+    if (draft_) prefill(*draft_, prompt, 0, pos);
+    stats_ = GenerationStats{};
+    stats_.accepted_histogram.assign(k_ + 1, 0);
+    const std::vector<int64_t> proposed(k_, prompt.back());  // any tokens cost the same
+    if (s.temperature != 0.0f)  // the draft rows the verify step reads: point masses, any will do
+      for (int i = 0; i < k_; ++i) point_mass_row(i, prompt.back());
+    std::vector<double> decode, drafting;
+    std::vector<std::vector<double>> verifying(k_);
+    const auto timed = [](std::vector<double>& into, const std::function<void()>& step) {
+      const auto t0 = std::chrono::steady_clock::now();
+      step();
+      into.push_back(seconds_since(t0));
+    };
+    for (int rep = 0; rep <= repeats; ++rep) {  // the first pass warms up and is dropped
+      timed(decode, [&] { decode_step(prompt, s, 0); });
+      for (int k = 1; k <= k_; ++k)
+        timed(verifying[k - 1], [&] { verify(prompt, std::vector<int64_t>(proposed.begin(), proposed.begin() + k), s, 0); });
+      if (draft_)
+        timed(drafting, [&] {
+          call(*draft_, "draft_step", with_sampling({int64s({prompt.back()}, {1, 1}), int64s({pos}, {1})}, s, prompt, 0));
+        });
+    }
+    stats_ = GenerationStats{};  // the steps above were no generation
+    stats_.accepted_histogram.assign(k_ + 1, 0);
+    const auto median = [](std::vector<double> v) {
+      v.erase(v.begin());  // the warm-up pass
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    StepCosts costs;
+    costs.context = static_cast<int64_t>(prompt.size());
+    costs.decode_step_seconds = median(decode);
+    if (draft_) costs.draft_step_cost = median(drafting) / costs.decode_step_seconds;
+    for (const auto& v : verifying) costs.verify_costs.push_back(median(v) / costs.decode_step_seconds);
+    return costs;
   }
 
   void stop() override { stop_requested_.store(true); }
@@ -428,7 +483,8 @@ double GenerationStats::tokens_per_second() const {
 double GenerationStats::acceptance_rate() const { return proposed ? static_cast<double>(accepted) / proposed : 0.0; }
 
 Drafting drafting_settings(const std::string& drafter, bool adaptive_k, int min_ngram, int max_ngram, int min_match,
-                           double draft_step_cost, double verify_row_cost) {
+                           double draft_step_cost, double verify_row_cost,
+                           const std::vector<double>& verify_costs) {
   Drafting d;
   try {
     d.drafter = parse_drafter(drafter);
@@ -436,7 +492,7 @@ Drafting drafting_settings(const std::string& drafter, bool adaptive_k, int min_
     throw ArgumentError(e.what());
   }
   d.adaptive_k = adaptive_k, d.min_ngram = min_ngram, d.max_ngram = max_ngram, d.min_match = min_match;
-  d.draft_step_cost = draft_step_cost, d.verify_row_cost = verify_row_cost;
+  d.draft_step_cost = draft_step_cost, d.verify_row_cost = verify_row_cost, d.verify_costs = verify_costs;
   return d;
 }
 

@@ -12,17 +12,20 @@ import org.specedge.DraftingConfig;
 import org.specedge.GenerationStats;
 import org.specedge.SamplingConfig;
 import org.specedge.SpeculativeRunner;
+import org.specedge.StepCosts;
 import org.specedge.TokenCallback;
 
 /**
  * Drives org.specedge's API for tests/test_android.py, on a desktop JVM or an arm64 one under
  * qemu; prints what the test compares with spec-edge-run. Modes:
- *   tokens DIR K MAX_NEW SPECULATIVE TEMPERATURE TOP_K TOP_P MIN_P PENALTY SEED ID,ID,... [DRAFTER ADAPTIVE]
+ *   tokens DIR K MAX_NEW SPECULATIVE TEMPERATURE TOP_K TOP_P MIN_P PENALTY SEED ID,ID,... [DRAFTER ADAPTIVE [VERIFY_COSTS]]
  *   text DIR MAX_NEW PROMPT
  *   control DIR        (stop, close, concurrency, callback exceptions)
  *   errors DIR         (bad input: one line per case, the exception and its message)
  *   load DIR           (the same line for loading DIR)
  *   defaults           (DraftingConfig.model()'s settings, one line)
+ *   costs DIR          (measureStepCosts: context, decode seconds, draft cost, 1 per positive verify
+ *                      cost; then whether adaptive K under them decodes as the target alone)
  *   fuzz DIR TRIALS SEED  (byte flips in DIR's programs and manifest, as tests/fuzz_programs.py:
  *                      one line per outcome and its count; DIR is changed and restored)
  */
@@ -36,6 +39,7 @@ public final class ApiDriver {
       case "errors": errors(args[1]); break;
       case "load": attempt("load", () -> new SpeculativeRunner(args[1]).close()); break;
       case "defaults": defaults(); break;
+      case "costs": costs(args[1]); break;
       case "fuzz": fuzz(args[1], Integer.parseInt(args[2]), Long.parseLong(args[3])); break;
       default: throw new IllegalArgumentException("unknown mode " + args[0]);
     }
@@ -46,6 +50,23 @@ public final class ApiDriver {
     System.out.printf("drafter=%s min_ngram=%d max_ngram=%d min_match=%d adaptive_k=%b draft_step_cost=%s "
         + "verify_row_cost=%s%n", d.drafter, d.minNgram, d.maxNgram, d.minMatch, d.adaptiveK,
         Double.toString(d.draftStepCost), Double.toString(d.verifyRowCost));
+  }
+
+  // measureStepCosts, then a runner loaded with what it measured decoding as the target alone.
+  static void costs(String dir) {
+    long[] prompt = {1, 2, 3, 4, 5};
+    try (SpeculativeRunner r = new SpeculativeRunner(dir)) {
+      StepCosts c = r.measureStepCosts(2);
+      System.out.println(c.context + " " + c.decodeStepSeconds + " " + c.draftStepCost + " "
+          + join(Arrays.stream(c.verifyCosts()).mapToLong(v -> v > 0 ? 1 : 0).toArray()));
+      DraftingConfig measured = DraftingConfig.builder().adaptiveK(true)
+          .costs(c.draftStepCost, DraftingConfig.model().verifyRowCost).verifyCosts(c.verifyCosts()).build();
+      try (SpeculativeRunner m = new SpeculativeRunner(dir, 0, measured)) {
+        SamplingConfig greedy = SamplingConfig.greedy();
+        System.out.println(Arrays.equals(m.generate(prompt, 20, greedy, true, -1, null),
+            m.generate(prompt, 20, greedy, false, -1, null)));
+      }
+    }
   }
 
   static long[] ids(String csv) {
@@ -66,8 +87,12 @@ public final class ApiDriver {
     SamplingConfig sampling = SamplingConfig.builder().temperature(Float.parseFloat(a[5]))
         .topK(Integer.parseInt(a[6])).topP(Float.parseFloat(a[7])).minP(Float.parseFloat(a[8]))
         .repetitionPenalty(Float.parseFloat(a[9])).seed(Long.parseLong(a[10])).build();
-    DraftingConfig drafting = a.length > 12
-        ? DraftingConfig.builder().drafter(a[12]).adaptiveK(a[13].equals("1")).build() : DraftingConfig.model();
+    DraftingConfig drafting = DraftingConfig.model();
+    if (a.length > 12) {
+      DraftingConfig.Builder b = DraftingConfig.builder().drafter(a[12]).adaptiveK(a[13].equals("1"));
+      if (a.length > 14) b.verifyCosts(Arrays.stream(a[14].split(",")).mapToDouble(Double::parseDouble).toArray());
+      drafting = b.build();
+    }
     try (SpeculativeRunner runner = new SpeculativeRunner(a[1], Integer.parseInt(a[2]), drafting)) {
       List<Long> streamed = new ArrayList<>();
       int[] calls = {0};
@@ -284,6 +309,8 @@ public final class ApiDriver {
     attempt("min_match", () -> new SpeculativeRunner(dir, 0, DraftingConfig.builder().drafter("hybrid").minMatch(7)
         .build()));
     attempt("costs", () -> new SpeculativeRunner(dir, 0, DraftingConfig.builder().costs(Double.NaN, 0.1).build()));
+    attempt("verify_costs", () -> new SpeculativeRunner(dir, 0, DraftingConfig.builder().verifyCosts(1.2).build()));
+    attempt("verify_costs_null", () -> DraftingConfig.builder().verifyCosts((double[]) null));
     try (SpeculativeRunner r = new SpeculativeRunner(dir)) {
       attempt("null_prompt", () -> r.generate(null, 4, greedy, true, -1, null));
       attempt("null_sampling", () -> r.generate(prompt, 4, null, true, -1, null));
@@ -303,6 +330,7 @@ public final class ApiDriver {
       attempt("penalty", () -> r.generate(prompt, 4, SamplingConfig.builder().repetitionPenalty(0).build(), true, -1,
           null));
       attempt("null_text", () -> r.generateText(null, 4, greedy, null));
+      attempt("repeats", () -> r.measureStepCosts(0));
       attempt("decode_bad_id", () -> r.decode(new long[] {-5}));
       attempt("still_usable", () -> {
         if (r.generate(prompt, 4, greedy, true, -1, null).length != 4) throw new AssertionError("not 4 tokens");

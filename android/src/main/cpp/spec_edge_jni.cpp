@@ -159,6 +159,12 @@ std::vector<int64_t> ids(JNIEnv* env, jlongArray array) {
   return out;
 }
 
+std::vector<double> doubles(JNIEnv* env, jdoubleArray array) {
+  std::vector<double> out(static_cast<size_t>(env->GetArrayLength(array)));
+  env->GetDoubleArrayRegion(array, 0, static_cast<jsize>(out.size()), out.data());
+  return out;
+}
+
 jlongArray java_ids(JNIEnv* env, const std::vector<int64_t>& values) {
   jlongArray out = env->NewLongArray(static_cast<jsize>(values.size()));
   if (out == nullptr) throw JavaExceptionPending{};
@@ -169,13 +175,15 @@ jlongArray java_ids(JNIEnv* env, const std::vector<int64_t>& values) {
 // ---- native methods of SpeculativeRunner ------------------------------------------------------
 
 jlong native_load(JNIEnv* env, jclass, jstring model_dir, jint k, jstring drafter, jboolean adaptive_k, jint min_ngram,
-                  jint max_ngram, jint min_match, jdouble draft_step_cost, jdouble verify_row_cost) {
+                  jint max_ngram, jint min_match, jdouble draft_step_cost, jdouble verify_row_cost,
+                  jdoubleArray verify_costs) {
   return guarded<jlong>(env, 0, [&] {
     auto s = std::make_unique<Session>();
     s->model_dir = utf8(env, model_dir);
     s->runner = Runner::load(s->model_dir, k > 0 ? std::optional<int>(k) : std::nullopt,
                              spec_edge::runner::drafting_settings(utf8(env, drafter), adaptive_k, min_ngram, max_ngram,
-                                                                  min_match, draft_step_cost, verify_row_cost));
+                                                                  min_match, draft_step_cost, verify_row_cost,
+                                                                  doubles(env, verify_costs)));
     return static_cast<jlong>(reinterpret_cast<intptr_t>(s.release()));
   });
 }
@@ -215,6 +223,19 @@ jlongArray native_generate(JNIEnv* env, jclass, jlong handle, jlongArray prompt,
 }
 
 void native_stop(JNIEnv*, jclass, jlong handle) { session(handle).runner->stop(); }
+
+// StepCosts' layout: context, decode step seconds, draft step cost, the verify costs.
+jdoubleArray native_measure_step_costs(JNIEnv* env, jclass, jlong handle, jint repeats) {
+  return guarded<jdoubleArray>(env, nullptr, [&] {
+    const auto c = session(handle).runner->measure_step_costs({}, Sampling{}, repeats);
+    std::vector<double> values = {static_cast<double>(c.context), c.decode_step_seconds, c.draft_step_cost};
+    values.insert(values.end(), c.verify_costs.begin(), c.verify_costs.end());
+    jdoubleArray out = env->NewDoubleArray(static_cast<jsize>(values.size()));
+    if (out == nullptr) throw JavaExceptionPending{};
+    env->SetDoubleArrayRegion(out, 0, static_cast<jsize>(values.size()), values.data());
+    return out;
+  });
+}
 
 jobject native_stats(JNIEnv* env, jclass, jlong handle) {
   return guarded<jobject>(env, nullptr, [&] {
@@ -280,12 +301,14 @@ extern "C" JNIEXPORT jint JNI_OnLoad(JavaVM* vm, void*) {
   g_refs.on_tokens = env->GetMethodID(callback, "onTokens", "([JLjava/lang/String;)V");
   if (!g_refs.stats_init || !g_refs.on_tokens) return JNI_ERR;
   const JNINativeMethod methods[] = {
-      {const_cast<char*>("nativeLoad"), const_cast<char*>("(Ljava/lang/String;ILjava/lang/String;ZIIIDD)J"),
+      {const_cast<char*>("nativeLoad"), const_cast<char*>("(Ljava/lang/String;ILjava/lang/String;ZIIIDD[D)J"),
        reinterpret_cast<void*>(native_load)},
       {const_cast<char*>("nativeDestroy"), const_cast<char*>("(J)V"), reinterpret_cast<void*>(native_destroy)},
       {const_cast<char*>("nativeGenerate"), const_cast<char*>("(J[JIFIFFFJZJLorg/specedge/TokenCallback;Z)[J"),
        reinterpret_cast<void*>(native_generate)},
       {const_cast<char*>("nativeStop"), const_cast<char*>("(J)V"), reinterpret_cast<void*>(native_stop)},
+      {const_cast<char*>("nativeMeasureStepCosts"), const_cast<char*>("(JI)[D"),
+       reinterpret_cast<void*>(native_measure_step_costs)},
       {const_cast<char*>("nativeStats"), const_cast<char*>("(J)Lorg/specedge/GenerationStats;"),
        reinterpret_cast<void*>(native_stats)},
       {const_cast<char*>("nativeShape"), const_cast<char*>("(J)[I"), reinterpret_cast<void*>(native_shape)},

@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "spec_edge/program_format.h"  // the defaults and constants, the Python loop's too
@@ -37,7 +38,23 @@ struct Drafting {
   // verify step. Fixed settings, not timings, so that K follows from the tokens alone and a seed
   // gives the same tokens on every front end.
   double draft_step_cost = kDefaultDraftStepCost, verify_row_cost = kDefaultVerifyRowCost;
+  // The verify step's cost with 1, 2, ... proposals, as measured on the device
+  // (Runner::measure_step_costs, spec-edge-run --calibrate): real kernels cost in steps (a GEMM's
+  // tile of rows), not per row. Empty: 1 + verify_row_cost per proposal.
+  std::vector<double> verify_costs;
 };
+
+// A round's cost in target decode steps with k = 1..k_max proposals, what adaptive K weighs: the
+// verify step's, plus k draft-model steps where the model drafts (`model_drafts`). Needs
+// verify_costs empty or at least k_max long (Runner::load checks).
+inline std::vector<double> round_costs(const Drafting& d, int k_max, bool model_drafts) {
+  std::vector<double> costs;
+  for (int k = 1; k <= k_max; ++k) {
+    const double verify = d.verify_costs.empty() ? 1.0 + d.verify_row_cost * k : d.verify_costs[k - 1];
+    costs.push_back(model_drafts ? verify + d.draft_step_cost * k : verify);
+  }
+  return costs;
+}
 
 // "model" / "lookup" / "hybrid"; std::invalid_argument naming the choices otherwise.
 inline Drafter parse_drafter(const std::string& name) {
@@ -135,22 +152,23 @@ class PromptLookup {
 
 // Adaptive K for one drafter: the K in 1..k_max that maximises the expected tokens per unit of
 // time, E(K) / T(K) with E(K) = 1 + a + ... + a^K (an accepted prefix, then one token from the
-// target, when each proposal is accepted with probability a) and T(K) = 1 + (verify_row_cost +
-// draft_step_cost) K. a is estimated from the rounds so far, each round's evidence decayed by
+// target, when each proposal is accepted with probability a) and T(K) the round's cost
+// (round_costs). a is estimated from the rounds so far, each round's evidence decayed by
 // `kAdaptiveKDecay` per later round, from a prior of one acceptance and one rejection. Only + - * / on
 // doubles, in the same order as spec_edge.drafters.AdaptiveK: the same K in both.
 class AdaptiveK {
  public:
-  AdaptiveK(int k_max, double step_cost) : k_max_(k_max), step_cost_(step_cost) {}
+  // costs[k - 1]: T(k), for k = 1..k_max
+  explicit AdaptiveK(std::vector<double> costs) : costs_(std::move(costs)) {}
 
   int next() const {
     const double a = accepted_ / (accepted_ + rejected_);
     int best = 1;
     double best_rate = 0.0, expected = 1.0, power = 1.0;
-    for (int k = 1; k <= k_max_; ++k) {
+    for (int k = 1; k <= static_cast<int>(costs_.size()); ++k) {
       power = power * a;
       expected = expected + power;
-      const double rate = expected / (1.0 + step_cost_ * k);
+      const double rate = expected / costs_[k - 1];
       if (rate > best_rate) best = k, best_rate = rate;
     }
     return best;
@@ -163,8 +181,7 @@ class AdaptiveK {
   }
 
  private:
-  int k_max_;
-  double step_cost_;
+  std::vector<double> costs_;
   double accepted_ = 1.0, rejected_ = 1.0;
 };
 

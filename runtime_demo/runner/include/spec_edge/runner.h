@@ -55,7 +55,17 @@ struct GenerationStats {
 // Drafting settings from the values the bindings (Python, Java) receive: ArgumentError naming a
 // drafter that is not one of model, lookup, hybrid. Runner::load checks the rest.
 Drafting drafting_settings(const std::string& drafter, bool adaptive_k, int min_ngram, int max_ngram, int min_match,
-                           double draft_step_cost, double verify_row_cost);
+                           double draft_step_cost, double verify_row_cost,
+                           const std::vector<double>& verify_costs = {});
+
+// What each step costs on this device, in target decode steps: the settings adaptive K weighs
+// (Drafting::draft_step_cost, Drafting::verify_costs), measured rather than guessed.
+struct StepCosts {
+  int64_t context = 0;               // the positions of context the steps ran at
+  double decode_step_seconds = 0.0;  // the median target decode step the costs are relative to
+  double draft_step_cost = 0.0;      // one draft-model step (0 without a draft model)
+  std::vector<double> verify_costs;  // the verify step with 1..k proposals
+};
 
 class Runner {
  public:
@@ -78,6 +88,13 @@ class Runner {
   // still returned and streamed); callable from any thread, and from on_tokens. A call made while
   // no generate runs has no effect on the next one.
   virtual void stop() = 0;
+
+  // Times each step at the end of `prompt` (prefilled first; empty: 128 tokens, fewer where the
+  // context is shorter), with `sampling`'s settings: the
+  // median of `repeats` runs of a target decode step, a draft step and a verify step for each K in
+  // 1..k, interleaved so that a slow stretch of the machine falls on all of them alike.
+  virtual StepCosts measure_step_costs(const std::vector<int64_t>& prompt, const Sampling& sampling,
+                                       int repeats) = 0;
 
   virtual const GenerationStats& stats() const = 0;
   virtual int k() const = 0;

@@ -26,6 +26,8 @@ public final class DraftingConfig {
   public final boolean adaptiveK;
   /** Adaptive K's costs in target decode steps: a draft-model step, one more verify row. */
   public final double draftStepCost, verifyRowCost;
+  // The verify step's cost with 1, 2, ... proposals; empty: 1 + verifyRowCost per proposal.
+  private final double[] verifyCosts;
 
   private DraftingConfig(Builder b) {
     drafter = b.drafter;
@@ -35,6 +37,16 @@ public final class DraftingConfig {
     adaptiveK = b.adaptiveK;
     draftStepCost = b.draftStepCost;
     verifyRowCost = b.verifyRowCost;
+    verifyCosts = b.verifyCosts.clone();
+  }
+
+  /**
+   * @return the verify step's cost with 1, 2, ... proposals, in target decode steps, as
+   *     measured on the device ({@code spec-edge-run --calibrate}); empty: 1 + {@link
+   *     #verifyRowCost} per proposal
+   */
+  public double[] verifyCosts() {
+    return verifyCosts.clone();
   }
 
   /** @return the draft model, K fixed: what {@code new SpeculativeRunner(dir)} uses */
@@ -56,6 +68,7 @@ public final class DraftingConfig {
     private int minNgram = (int) DEFAULTS[0], maxNgram = (int) DEFAULTS[1], minMatch = (int) DEFAULTS[2];
     private boolean adaptiveK = false;
     private double draftStepCost = DEFAULTS[3], verifyRowCost = DEFAULTS[4];
+    private double[] verifyCosts = {};
 
     private Builder() {}
 
@@ -105,6 +118,20 @@ public final class DraftingConfig {
     public Builder costs(double draftStep, double verifyRow) {
       draftStepCost = draftStep;
       verifyRowCost = verifyRow;
+      return this;
+    }
+
+    /**
+     * @param costs the verify step's cost with 1, 2, ... proposals (at least the runner's K of
+     *     them), in target decode steps, as {@code spec-edge-run --calibrate} measures it on the
+     *     device: real kernels cost in steps of rows, not per row
+     * @return this builder
+     */
+    public Builder verifyCosts(double... costs) {
+      if (costs == null) {
+        throw new IllegalArgumentException("verifyCosts: expected an array of costs, got null");
+      }
+      verifyCosts = costs.clone();
       return this;
     }
 

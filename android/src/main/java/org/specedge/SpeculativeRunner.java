@@ -80,7 +80,7 @@ public final class SpeculativeRunner implements AutoCloseable {
       throw new IllegalArgumentException("drafter: expected one of model, lookup, hybrid, got null");
     }
     handle = nativeLoad(modelDir, k, drafting.drafter, drafting.adaptiveK, drafting.minNgram, drafting.maxNgram,
-        drafting.minMatch, drafting.draftStepCost, drafting.verifyRowCost);
+        drafting.minMatch, drafting.draftStepCost, drafting.verifyRowCost, drafting.verifyCosts());
     int[] shape = nativeShape(handle);
     this.k = shape[0];
     this.maxK = shape[1];
@@ -227,17 +227,37 @@ public final class SpeculativeRunner implements AutoCloseable {
 
   private long[] run(long[] promptIds, int maxNew, SamplingConfig s, boolean speculative, long eosId,
       TokenCallback callback, boolean withText) {
+    return exclusive("generate", h -> nativeGenerate(h, promptIds, maxNew, s.temperature, s.topK, s.topP, s.minP,
+        s.repetitionPenalty, s.seed, speculative, eosId, callback, withText));
+  }
+
+  /**
+   * Times each step on this device, for adaptive K: the median of {@code repeats} runs of a
+   * target decode step, a draft step and the verify step with each K in 1..{@link #getK()},
+   * greedy, at the end of a 128-token context (fewer where the context is shorter); what {@code
+   * spec-edge-run --calibrate} prints. Runs as a generate call does, one at a time.
+   *
+   * @param repeats runs of each step, at least 1
+   * @return the costs, in target decode steps: the settings of {@link DraftingConfig.Builder#costs}
+   *     and {@link DraftingConfig.Builder#verifyCosts}
+   * @throws IllegalArgumentException if repeats is below 1
+   */
+  public StepCosts measureStepCosts(int repeats) {
+    return new StepCosts(exclusive("measureStepCosts", h -> nativeMeasureStepCosts(h, repeats)));
+  }
+
+  // call(handle), as the one call running on this runner.
+  private <T> T exclusive(String name, java.util.function.LongFunction<T> call) {
     long h;
     synchronized (this) {
       h = open();
       if (generating) {
-        throw new IllegalStateException("generate: another call is running on this runner");
+        throw new IllegalStateException(name + ": another call is running on this runner");
       }
       generating = true;
     }
     try {
-      return nativeGenerate(h, promptIds, maxNew, s.temperature, s.topK, s.topP, s.minP, s.repetitionPenalty,
-          s.seed, speculative, eosId, callback, withText);
+      return call.apply(h);
     } finally {
       synchronized (this) {
         generating = false;
@@ -263,7 +283,7 @@ public final class SpeculativeRunner implements AutoCloseable {
   static native double[] nativeDraftingDefaults();
 
   private static native long nativeLoad(String modelDir, int k, String drafter, boolean adaptiveK, int minNgram,
-      int maxNgram, int minMatch, double draftStepCost, double verifyRowCost);
+      int maxNgram, int minMatch, double draftStepCost, double verifyRowCost, double[] verifyCosts);
 
   private static native void nativeDestroy(long handle);
 
@@ -272,6 +292,8 @@ public final class SpeculativeRunner implements AutoCloseable {
       TokenCallback callback, boolean withText);
 
   private static native void nativeStop(long handle);
+
+  private static native double[] nativeMeasureStepCosts(long handle, int repeats);
 
   private static native GenerationStats nativeStats(long handle);
 
