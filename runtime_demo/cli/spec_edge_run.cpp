@@ -23,7 +23,7 @@ const char kUsage[] =
     "usage: spec-edge-run --model-dir DIR (--prompt TEXT | --prompt-ids ID,ID,...) [--max-new N] [--k-max K]\n"
     "                     [--drafter model|lookup|hybrid] [--adaptive-k] [--min-ngram N --max-ngram N --min-match N]\n"
     "                     [--temperature T --top-k K --top-p P --min-p P --repetition-penalty R --seed S]\n"
-    "                     [--draft-step-cost C --verify-row-cost C | --verify-costs C,C,...]\n"
+    "                     [--draft-step-cost C] [--verify-row-cost C | --verify-costs C,C,...]\n"
     "                     [--eos ID] [--no-spec] [--stats-json FILE] [--verbose]\n"
     "       spec-edge-run --model-dir DIR --calibrate [--prompt TEXT | --prompt-ids ...] [--k-max K] [--drafter D]\n"
     "--k-max (or --k): proposals per round, the most per round with --adaptive-k (default: the exported K)\n"
