@@ -253,6 +253,8 @@ def test_measured_step_costs_are_what_spec_edge_run_calibrate_prints(pair, tmp_p
     assert len(costs["verify_costs"]) == K and min(costs["verify_costs"]) > 0 and costs["draft_step_cost"] > 0
     assert costs["decode_step_seconds"] > 0
     assert native.measure_step_costs(PROMPT, repeats=1)["context"] == len(PROMPT)
+    sampled = native.measure_step_costs(PROMPT, temperature=0.9, filters=spec_edge.Filters(top_k=20), repeats=1)
+    assert len(sampled["verify_costs"]) == K and min(sampled["verify_costs"]) > 0
     assert native.stats.rounds == 0  # the timed steps were no generation
     target_only = native.generate(PROMPT, 30, speculative=False)
     result = NATIVE.run("--model-dir", str(pair / "pair"), "--calibrate", "--stats-json", str(tmp_path / "c.json"))

@@ -68,7 +68,8 @@ class Drafting:
             if not 0 < cost <= 1e6:
                 raise ValueError(f"verify_costs: expected costs in (0, 1e6] target decode steps, got {cost}")
         if k is not None and self.verify_costs and len(self.verify_costs) < k:
-            raise ValueError(f"verify_costs: expected a cost for each K in 1..{k} (k={k}), got {len(self.verify_costs)}")
+            raise ValueError(f"verify_costs: expected a cost for each K in 1..{k} (k={k}), "
+                             f"got {len(self.verify_costs)}")
 
     def round_costs(self, k_max: int, model_drafts: bool) -> list[float]:
         """A round's cost in target decode steps with k = 1..``k_max`` proposals, what adaptive K
@@ -84,8 +85,8 @@ class AdaptiveK:
     """The K in 1..``k_max`` that maximises the expected tokens per unit of time, E(K) / T(K) with
     E(K) = 1 + a + ... + a^K (an accepted prefix, then one token from the target, when each
     proposal is accepted with probability a) and T(K) = ``costs[K - 1]`` (``Drafting.round_costs``),
-    where a is estimated from the rounds so far, each round's evidence decayed by ``DECAY`` per later round, from a
-    prior of one acceptance and one rejection. K depends on past rounds only, never on the
+    where a is estimated from the rounds so far, each round's evidence decayed by ``DECAY`` per
+    later round, from a prior of one acceptance and one rejection. K depends on past rounds only, never on the
     current round's draws, so the output's distribution is unchanged. The arithmetic is the C++
     runner's, operation for operation: the same K in both."""
 

@@ -327,7 +327,8 @@ class PteSpeculativeDecoder:
         d = self.drafting
         lookup = PromptLookup(d.min_ngram, d.max_ngram)
         lookup.extend(prompt)
-        state = _Round(0, len(prompt) - 1, AdaptiveK(d.round_costs(self.k, True)), AdaptiveK(d.round_costs(self.k, False)))
+        state = _Round(0, len(prompt) - 1, AdaptiveK(d.round_costs(self.k, model_drafts=True)),
+                       AdaptiveK(d.round_costs(self.k, model_drafts=False)))
         stats.prefill_seconds = time.perf_counter() - t_start
         new: list[int] = []
         while len(new) < max_new:

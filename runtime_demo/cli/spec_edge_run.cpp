@@ -115,7 +115,8 @@ void calibrate(spec_edge::runner::Runner& runner, const std::vector<int64_t>& pr
   }
   std::fprintf(stderr, "at %lld positions of context, medians of %d: a target decode step %.2f ms; a draft step "
                "%.3f decode steps; the verify step with 1..%d proposals %s decode steps\n",
-               static_cast<long long>(costs.context), kRepeats, 1e3 * costs.decode_step_seconds, costs.draft_step_cost, runner.k(), list.c_str());
+               static_cast<long long>(costs.context), kRepeats, 1e3 * costs.decode_step_seconds, costs.draft_step_cost,
+               runner.k(), list.c_str());
   std::printf("--draft-step-cost %.3f --verify-costs %s\n", costs.draft_step_cost, list.c_str());
   if (!stats_json.empty()) {
     const nlohmann::json j = {{"context", costs.context}, {"decode_step_seconds", costs.decode_step_seconds},
@@ -161,7 +162,8 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) fail(flag + ": expected a value\n" + kUsage);
     const char* value = argv[++i];
     if (flag == "--model-dir") model_dir = value;
-    else if (flag == "--prompt-ids") prompt = items<int64_t>(value, [](const char* t) { return integer("--prompt-ids", t); });
+    else if (flag == "--prompt-ids")
+      prompt = items<int64_t>(value, [](const char* t) { return integer("--prompt-ids", t); });
     else if (flag == "--prompt") text = value, have_text = true;
     else if (flag == "--max-new") max_new = integer("--max-new", value, 0);
     else if (flag == "--k" || flag == "--k-max") k = static_cast<int>(integer(flag.c_str(), value, INT32_MIN, INT32_MAX));
@@ -190,8 +192,9 @@ int main(int argc, char** argv) {
     else fail("unknown flag '" + flag + "'\n" + kUsage);
   }
   if (model_dir.empty()) fail(std::string("--model-dir is required\n") + kUsage);
-  if (have_text && !prompt.empty()) fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
-  if (!have_text && prompt.empty() && !calibrating) fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
+  // One prompt, as text or ids; --calibrate makes its own when given none.
+  if ((have_text && !prompt.empty()) || (!have_text && prompt.empty() && !calibrating))
+    fail(std::string("give one of --prompt and --prompt-ids\n") + kUsage);
   spec_edge::runner::show_executorch_info(verbose);
   try {
     auto runner = spec_edge::runner::Runner::load(model_dir, k, drafting);

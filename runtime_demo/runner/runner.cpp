@@ -261,10 +261,12 @@ class ModuleRunner final : public Runner {
     for (int rep = 0; rep <= repeats; ++rep) {  // the first pass warms up and is dropped
       timed(decode, [&] { decode_step(prompt, s, 0); });
       for (int k = 1; k <= k_; ++k)
-        timed(verifying[k - 1], [&] { verify(prompt, std::vector<int64_t>(proposed.begin(), proposed.begin() + k), s, 0); });
+        timed(verifying[k - 1],
+              [&] { verify(prompt, std::vector<int64_t>(proposed.begin(), proposed.begin() + k), s, 0); });
       if (draft_)
         timed(drafting, [&] {
-          call(*draft_, "draft_step", with_sampling({int64s({prompt.back()}, {1, 1}), int64s({pos}, {1})}, s, prompt, 0));
+          call(*draft_, "draft_step",
+               with_sampling({int64s({prompt.back()}, {1, 1}), int64s({pos}, {1})}, s, prompt, 0));
         });
     }
     stats_ = GenerationStats{};  // the steps above were no generation

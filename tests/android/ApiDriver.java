@@ -18,7 +18,8 @@ import org.specedge.TokenCallback;
 /**
  * Drives org.specedge's API for tests/test_android.py, on a desktop JVM or an arm64 one under
  * qemu; prints what the test compares with spec-edge-run. Modes:
- *   tokens DIR K MAX_NEW SPECULATIVE TEMPERATURE TOP_K TOP_P MIN_P PENALTY SEED ID,ID,... [DRAFTER ADAPTIVE [VERIFY_COSTS]]
+ *   tokens DIR K MAX_NEW SPECULATIVE TEMPERATURE TOP_K TOP_P MIN_P PENALTY SEED ID,ID,...
+ *          [DRAFTER ADAPTIVE [VERIFY_COSTS]]
  *   text DIR MAX_NEW PROMPT
  *   control DIR        (stop, close, concurrency, callback exceptions)
  *   errors DIR         (bad input: one line per case, the exception and its message)

@@ -6,7 +6,9 @@ package org.specedge;
  * prompt and output, or, after an edit, of the n before the last one; no draft program needed),
  * or hybrid (lookup when its exact match is at least {@code minMatch} tokens long, the draft model
  * otherwise, until its drafts end with such a match or an edit after one and lookup completes the
- * round); K fixed or chosen per round from the rounds before. Every choice keeps the output distributed as the target's alone.
+ * round); K fixed or chosen per round from the rounds before, weighing the costs measured on the
+ * device ({@link SpeculativeRunner#measureStepCosts}). Every choice keeps the output distributed
+ * as the target's alone.
  *
  * <pre>{@code
  * DraftingConfig lookup = DraftingConfig.builder().drafter("lookup").adaptiveK(true).build();
