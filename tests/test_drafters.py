@@ -20,7 +20,7 @@ from filter_ref import filtered_law
 from small_pair import K, PROMPT
 from stats_utils import chisquare_pvalue
 from spec_edge.demo import DEFAULT_PAIR
-from spec_edge.drafters import AdaptiveK, Drafting, PromptLookup, Proposal
+from spec_edge.drafters import MAX_REWRITE, AdaptiveK, Drafting, PromptLookup, Proposal
 
 pytest.importorskip("executorch")
 from spec_edge.native_runner import _load_extension  # noqa: E402
@@ -50,15 +50,16 @@ def test_prompt_lookup_proposes_what_followed_the_most_recent_earlier_occurrence
 def test_prompt_lookup_resumes_after_a_replaced_token():
     lookup = PromptLookup(2, 3)
     lookup.extend([1, 2, 3, 9, 7, 1, 2, 3, 8, 5, 6, 1, 2, 3])
-    lookup.append(4)  # (2, 3, 4), (3, 4): never seen before; 4 took 8's place after (1, 2, 3)
-    assert lookup.propose(3) == Proposal(3, [5, 6, 1])  # the most recent earlier (1, 2, 3) ended at 7
-    lookup.append(5)  # one token further, every n-gram ending at either of the last two holds the 4
-    assert lookup.propose(2) == Proposal()
+    lookup.append(4)  # (2, 3, 4), (3, 4): never seen before; the copy of 5..7 expected 8
+    assert lookup.propose(3) == Proposal(0, [5, 6, 1])  # a guess: 4 took 8's place
+    assert lookup.propose(3, resume=False) == Proposal()  # exact matches only
+    lookup.append(5)  # the text follows the guess
+    assert lookup.propose(2) == Proposal(1, [6, 1])
     lookup.append(6)
     assert lookup.propose(2) == Proposal(2, [1, 2])  # (5, 6) recurs: in step again
     edited = PromptLookup(2, 2)
-    edited.extend([6, 1, 2, 9, 8, 5, 1, 2, 4])  # (1, 2) ended at 2 before it ended at 7
-    assert edited.propose(2) == Proposal(2, [8, 5])
+    edited.extend([6, 1, 2, 9, 8, 5, 1, 2, 4])  # the copy of 1..5 expected 9
+    assert edited.propose(2) == Proposal(0, [8, 5])
     assert edited.propose(2, after=[3]) == Proposal()  # (4, 3) never ended; (2, 4) not before the end
     assert edited.propose(5, after=[1, 2, 3]) == Proposal()  # 3 took the place of the text's last token
     edited.append(7)
@@ -68,6 +69,33 @@ def test_prompt_lookup_resumes_after_a_replaced_token():
     first = PromptLookup(2, 2)
     first.extend([1, 2, 7])
     assert first.propose(2) == Proposal()  # (1, 2) has no earlier occurrence than its own
+
+
+# A function (50 a name in it), then its copy begun with the name changed.
+FUNCTION = [10, 11, 50, 12, 13, 50, 14, 15, 50, 16]
+
+
+def test_prompt_lookup_learns_an_edit_and_applies_it_where_the_copy_meets_the_old_tokens_again():
+    lookup = PromptLookup(2, 3)
+    lookup.extend(FUNCTION + [99, 10, 11])
+    assert lookup.propose(4) == Proposal(2, [50, 12, 13, 50])  # (10, 11) recurs: the copy
+    lookup.extend([60, 12])  # 60 took 50's place
+    assert lookup.propose(4) == Proposal(1, [13, 50, 14, 15])  # not yet a rewrite: one token followed
+    lookup.append(13)  # min_ngram tokens followed the edit: 50 -> 60 is a rewrite
+    assert lookup.propose(4) == Proposal(2, [60, 14, 15, 60])  # at each of 50's next uses
+    lookup.append(50)  # the text did not follow the rewrite: forgotten; (12, 13, 50) recurs
+    assert lookup.propose(4) == Proposal(3, [14, 15, 50, 16])
+    # An edit of one token into two: the text copies again from just after the replaced one.
+    longer = PromptLookup(2, 3)
+    longer.extend(FUNCTION + [99, 10, 11, 60, 61, 12, 13])
+    assert longer.propose(6) == Proposal(2, [60, 61, 14, 15, 60, 61])
+    assert longer.propose(3, after=[60, 61, 14]) == Proposal(5, [15, 60, 61])  # drafts that follow the copy
+    assert longer.propose(3, after=[60, 62]) == Proposal()  # drafts that leave it: the lookup's
+    # An edit of up to MAX_REWRITE tokens is a rewrite; a longer one is not.
+    for replacement, proposal in ((MAX_REWRITE, list(range(60, 63))), (MAX_REWRITE + 1, [50, 14, 15])):
+        edited = PromptLookup(2, 3)
+        edited.extend(FUNCTION + [99, 10, 11] + list(range(60, 60 + replacement)) + [12, 13])
+        assert edited.propose(3).tokens == proposal
 
 
 def test_prompt_lookup_never_matches_the_last_tokens_themselves_and_keeps_its_bounds():

@@ -10,11 +10,20 @@
 // the replaced token. Every n-gram is indexed with its two most recent positions as its last
 // token arrives, so a lookup is at most two hash probes per n: O(max_ngram^2) work per token,
 // whatever the length of the text.
+//
+// The text is also followed as a copy: once its last n tokens recur, the next token is expected
+// to be the one that followed them, and so on while the text keeps copying. Where it leaves the
+// copy (an edit), the copy is taken to advance with the text (a replaced token) until the text
+// copies again from near where it left, at most kMaxRewriteTokens on: what the edit replaced and
+// what took its place are then a rewrite, applied wherever the copy meets the replaced tokens
+// again (a renamed name's next use), and forgotten when the text does not follow it. Proposals
+// continue the copy, so an edit made once costs one round, not one per use.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -81,6 +90,7 @@ class PromptLookup {
   void clear() {
     tokens_.clear();
     for (auto& by_ngram : index_) by_ngram.clear();
+    copy_ = {}, matched_ = 0, run_ = {}, edit_.reset(), rewrites_.clear();
   }
 
   void extend(const std::vector<int64_t>& tokens) {
@@ -90,27 +100,49 @@ class PromptLookup {
   // The newest token. The n-grams ending one token earlier join the index now, so that a lookup
   // of the last n tokens finds an earlier occurrence, never the last n tokens themselves.
   void append(int64_t token) {
+    const std::optional<Step> expected = next(copy_);
     tokens_.push_back(token);
     const int64_t end = static_cast<int64_t>(tokens_.size()) - 2;
     for (int n = min_ngram_; n <= max_ngram_ && n <= end + 1; ++n) {
       Positions& at = index_[n - min_ngram_].try_emplace(key(tokens_, end, n)).first->second;
       at = {end, at.latest};
     }
+    follow(token, expected);
   }
 
   struct Proposal {
-    int ngram = 0;                // the length of the matched n-gram (0: no match)
+    int ngram = 0;                // how many of the last tokens the proposal's source matches
+                                  // (0: none, or a guess past an edit)
     std::vector<int64_t> tokens;  // up to k tokens
   };
 
-  // Up to k tokens that followed the most recent earlier occurrence of the last n tokens, for
-  // the largest n that has one. Where no n-gram of at least min_ngram tokens recurs, the text
-  // may have been edited: the last token took the place of the one that followed the n tokens
-  // before it (a renamed word), and the proposal is what came after the replaced token at their
-  // most recent earlier occurrence, again for the largest n (only with `resume`). None when
+  // Up to k tokens: the copy's continuation where the text follows one (with `resume`, also a
+  // guess past an edit), else what followed the most recent earlier occurrence of the last n
+  // tokens, for the largest n that has one. Where no n-gram of at least min_ngram tokens recurs,
+  // the text may have been edited: the last token took the place of the one that followed the n
+  // tokens before it (a renamed word), and the proposal is what came after the replaced token at
+  // their most recent earlier occurrence, again for the largest n (only with `resume`). None when
   // neither finds one. `after`: tokens not yet in the text (a draft model's proposals) that the
   // last tokens end with; the occurrence and what followed it are still the text's.
   Proposal propose(int k, const std::vector<int64_t>& after = {}, bool resume = true) const {
+    std::optional<Copy> copy = copy_;
+    int matched = matched_;
+    for (const int64_t t : after) {
+      const std::optional<Step> step = next(*copy);
+      if (!step || step->token != t) {
+        copy.reset();
+        break;
+      }
+      copy = step->copy, matched += 1;
+    }
+    // a guess past an edit while it is the last token (with `resume`) or the text follows it
+    const bool just_edited = edit_ && edit_->second == static_cast<int64_t>(tokens_.size()) - 1;
+    if (copy && (matched > 0 || (resume && just_edited))) {
+      Proposal p{matched, {}};
+      for (std::optional<Step> step; static_cast<int>(p.tokens.size()) < k && (step = next(*copy));)
+        p.tokens.push_back(step->token), copy = step->copy;
+      if (!p.tokens.empty()) return p;
+    }
     const int64_t size = static_cast<int64_t>(tokens_.size());
     const int64_t last = size + static_cast<int64_t>(after.size()) - 1;
     std::vector<int64_t> tail;  // the last max_ngram + 1 tokens of the text and `after`
@@ -133,6 +165,98 @@ class PromptLookup {
   }
 
  private:
+  // The copy: the position of the token expected next (-1: none), a rewrite's tokens expected
+  // before it, and that rewrite's key (its first replaced token) while they are.
+  struct Copy {
+    int64_t at = -1;
+    std::vector<int64_t> pending;
+    std::optional<int64_t> rewrite;
+  };
+  struct Step {
+    int64_t token;                    // the token the copy expects next
+    Copy copy;                        // the copy after it
+    std::optional<int64_t> rewrite;  // the rewrite it comes from
+  };
+  struct Rewrite {
+    std::vector<int64_t> old_tokens, new_tokens;  // what an edit replaced, and what took its place
+  };
+
+  std::optional<Step> next(const Copy& c) const {
+    if (!c.pending.empty()) {
+      std::vector<int64_t> rest(c.pending.begin() + 1, c.pending.end());
+      const std::optional<int64_t> still = rest.empty() ? std::nullopt : c.rewrite;
+      return Step{c.pending.front(), Copy{c.at, std::move(rest), still}, c.rewrite};
+    }
+    const int64_t size = static_cast<int64_t>(tokens_.size());
+    if (c.at < 0 || c.at >= size) return std::nullopt;
+    const int64_t first = tokens_[c.at];
+    const auto found = rewrites_.find(first);
+    if (found != rewrites_.end()) {
+      const Rewrite& r = found->second;
+      const int64_t len = static_cast<int64_t>(r.old_tokens.size());
+      if (c.at + len <= size && std::equal(r.old_tokens.begin(), r.old_tokens.end(), tokens_.begin() + c.at)) {
+        std::vector<int64_t> rest(r.new_tokens.begin() + 1, r.new_tokens.end());
+        const std::optional<int64_t> still = rest.empty() ? std::nullopt : std::optional<int64_t>(first);
+        return Step{r.new_tokens.front(), Copy{c.at + len, std::move(rest), still}, first};
+      }
+    }
+    return Step{first, Copy{c.at + 1, {}, std::nullopt}, std::nullopt};
+  }
+
+  // Moves the copy past the newest token, at the end of the text: `expected` is what the copy
+  // expected of it.
+  void follow(int64_t token, const std::optional<Step>& expected) {
+    const int64_t at = static_cast<int64_t>(tokens_.size()) - 1;
+    if (expected && expected->token == token) {
+      if (matched_ == 0) run_ = {copy_.at, at};
+      copy_ = expected->copy, matched_ += 1;
+      if (edit_ && matched_ >= min_ngram_) learn(run_.first, run_.second);
+      return;
+    }
+    if (expected) {
+      if (expected->rewrite) rewrites_.erase(*expected->rewrite);  // the text did not follow it
+      if (!edit_) edit_ = std::make_pair(copy_.at, at);
+    }
+    matched_ = 0;
+    for (int n = static_cast<int>(std::min<int64_t>(max_ngram_, at)); n >= min_ngram_; --n) {
+      const auto& by_ngram = index_[n - min_ngram_];
+      const auto found = by_ngram.find(key(tokens_, at, n));
+      if (found == by_ngram.end() || found->second.latest < 0) continue;
+      int64_t end = found->second.latest;
+      if (edit_) {
+        for (const int64_t e : {found->second.latest, found->second.previous}) {
+          if (e >= 0 && e - n + 1 - edit_->first >= 0 && e - n + 1 - edit_->first <= kMaxRewriteTokens) {
+            end = e;
+            learn(end - n + 1, at - n + 1);
+            break;
+          }
+        }
+        edit_.reset();
+      }
+      copy_ = Copy{end + 1, {}, std::nullopt}, matched_ = n;
+      return;
+    }
+    // No n-gram recurs: past an edit the copy advances with the text, as if a token was
+    // replaced, while the text may still copy again (a run of min_ngram tokens, the earliest from
+    // the next token on) within kMaxRewriteTokens of where it left.
+    if (edit_ && at + 2 - min_ngram_ - edit_->second <= kMaxRewriteTokens) {
+      copy_ = Copy{copy_.at + 1, {}, std::nullopt};
+    } else {
+      copy_ = Copy{}, edit_.reset();
+    }
+  }
+
+  // The edit ends where the text copies again, from `source` at `text`: what it replaced, and
+  // what took its place, become a rewrite.
+  void learn(int64_t source, int64_t text) {
+    const auto [edit_source, edit_text] = *edit_;
+    edit_.reset();
+    const int64_t old_len = source - edit_source, new_len = text - edit_text;
+    if (old_len > 0 && old_len <= kMaxRewriteTokens && new_len > 0 && new_len <= kMaxRewriteTokens)
+      rewrites_[tokens_[edit_source]] = {std::vector<int64_t>(tokens_.begin() + edit_source, tokens_.begin() + source),
+                                         std::vector<int64_t>(tokens_.begin() + edit_text, tokens_.begin() + text)};
+  }
+
   // The n tokens ending at `end`, as the bytes of their ids: an exact key (no collisions to
   // resolve, so the Python index, keyed by tuples, proposes the same).
   static std::string key(const std::vector<int64_t>& tokens, int64_t end, int n) {
@@ -147,6 +271,11 @@ class PromptLookup {
     int64_t latest = -1, previous = -1;  // the n-gram's last two end positions (-1: none)
   };
   std::vector<std::unordered_map<std::string, Positions>> index_;  // per n: n-gram -> where it ended
+  Copy copy_;
+  int matched_ = 0;                                  // tokens in a row that followed the copy
+  std::pair<int64_t, int64_t> run_;                  // the copy's and the text's positions where that run began
+  std::optional<std::pair<int64_t, int64_t>> edit_;  // the same where the text left the copy, until it copies again
+  std::unordered_map<int64_t, Rewrite> rewrites_;    // by the first token each replaced
 };
 
 
