@@ -203,13 +203,17 @@ class PromptLookup:
         for skip in (0, 1) if resume else (0,):
             end_at = last - skip  # the n-gram's last position, in the text and `after`
             for n in range(min(self.max_ngram, end_at), self.min_ngram - 1, -1):
-                ngram = tuple(tail[len(tail) - skip - n:len(tail) - skip])
-                latest, previous = self._index.get(ngram, (-1, -1))
-                end = latest if latest < end_at else previous  # an earlier occurrence, not this one
+                end, _ = self._earlier(tuple(tail[len(tail) - skip - n:len(tail) - skip]), end_at)
                 start = end + 1 + skip
                 if end >= 0 and start < size:
                     return Proposal(n, self.tokens[start:min(start + k, size)])
         return Proposal()
+
+    def _earlier(self, ngram: tuple[int, ...], before: int) -> tuple[int, int]:
+        """Where ``ngram`` last ended before position ``before``, and once more before that (-1:
+        none): an occurrence earlier than the one being looked up."""
+        latest, previous = self._index.get(ngram, (-1, -1))
+        return (latest, previous) if latest < before else (previous, -1)
 
     def _next(self, copy: _Copy):
         """The token the copy expects next, the copy after it and the rewrite it comes from
@@ -244,7 +248,7 @@ class PromptLookup:
                 self._edit = (self._copy[0], at)
         self._matched = 0
         for n in range(min(self.max_ngram, at), self.min_ngram - 1, -1):
-            latest, previous = self._index.get(tuple(self.tokens[at - n + 1:]), (-1, -1))
+            latest, previous = self._earlier(tuple(self.tokens[at - n + 1:]), at)
             if latest < 0:
                 continue
             end = latest

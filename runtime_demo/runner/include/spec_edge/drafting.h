@@ -152,11 +152,7 @@ class PromptLookup {
     for (int skip = 0; skip <= (resume ? 1 : 0); ++skip) {
       const int64_t end_at = last - skip;  // the n-gram's last position, in the text and `after`
       for (int n = static_cast<int>(std::min<int64_t>(max_ngram_, end_at)); n >= min_ngram_; --n) {
-        const auto& by_ngram = index_[n - min_ngram_];
-        const auto found = by_ngram.find(key(tail, static_cast<int64_t>(tail.size()) - 1 - skip, n));
-        if (found == by_ngram.end()) continue;
-        const Positions& at = found->second;
-        const int64_t end = at.latest < end_at ? at.latest : at.previous;  // earlier, not this one
+        const int64_t end = earlier(tail, static_cast<int64_t>(tail.size()) - 1 - skip, n, end_at).latest;
         const int64_t from = end + 1 + skip, to = std::min<int64_t>(from + k, size);
         if (end >= 0 && from < size) return {n, std::vector<int64_t>(tokens_.begin() + from, tokens_.begin() + to)};
       }
@@ -176,6 +172,9 @@ class PromptLookup {
     int64_t token;                    // the token the copy expects next
     Copy copy;                        // the copy after it
     std::optional<int64_t> rewrite;  // the rewrite it comes from
+  };
+  struct Positions {
+    int64_t latest = -1, previous = -1;  // the n-gram's last two end positions (-1: none)
   };
   struct Rewrite {
     std::vector<int64_t> old_tokens, new_tokens;  // what an edit replaced, and what took its place
@@ -219,12 +218,11 @@ class PromptLookup {
     }
     matched_ = 0;
     for (int n = static_cast<int>(std::min<int64_t>(max_ngram_, at)); n >= min_ngram_; --n) {
-      const auto& by_ngram = index_[n - min_ngram_];
-      const auto found = by_ngram.find(key(tokens_, at, n));
-      if (found == by_ngram.end() || found->second.latest < 0) continue;
-      int64_t end = found->second.latest;
+      const Positions ends = earlier(tokens_, at, n, at);
+      if (ends.latest < 0) continue;
+      int64_t end = ends.latest;
       if (edit_) {
-        for (const int64_t e : {found->second.latest, found->second.previous}) {
+        for (const int64_t e : {ends.latest, ends.previous}) {
           if (e >= 0 && e - n + 1 - edit_->first >= 0 && e - n + 1 - edit_->first <= kMaxRewriteTokens) {
             end = e;
             learn(end - n + 1, at - n + 1);
@@ -257,6 +255,15 @@ class PromptLookup {
                                          std::vector<int64_t>(tokens_.begin() + edit_text, tokens_.begin() + text)};
   }
 
+  // Where the n tokens of `tokens` ending at `end` last ended before position `before`, and once
+  // more before that (-1: none): an occurrence earlier than the one being looked up.
+  Positions earlier(const std::vector<int64_t>& tokens, int64_t end, int n, int64_t before) const {
+    const auto& by_ngram = index_[n - min_ngram_];
+    const auto found = by_ngram.find(key(tokens, end, n));
+    if (found == by_ngram.end()) return {};
+    return found->second.latest < before ? found->second : Positions{found->second.previous, -1};
+  }
+
   // The n tokens ending at `end`, as the bytes of their ids: an exact key (no collisions to
   // resolve, so the Python index, keyed by tuples, proposes the same).
   static std::string key(const std::vector<int64_t>& tokens, int64_t end, int n) {
@@ -267,9 +274,6 @@ class PromptLookup {
 
   int min_ngram_, max_ngram_;
   std::vector<int64_t> tokens_;
-  struct Positions {
-    int64_t latest = -1, previous = -1;  // the n-gram's last two end positions (-1: none)
-  };
   std::vector<std::unordered_map<std::string, Positions>> index_;  // per n: n-gram -> where it ended
   Copy copy_;
   int matched_ = 0;                                  // tokens in a row that followed the copy
