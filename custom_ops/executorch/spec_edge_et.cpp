@@ -10,6 +10,7 @@
 #include <executorch/runtime/core/exec_aten/util/tensor_util.h>
 #include <executorch/runtime/kernel/kernel_includes.h>
 #include <executorch/runtime/kernel/operator_registry.h>
+#include <executorch/runtime/kernel/thread_parallel_interface.h>
 
 #include "spec_edge/attention.h"
 #include "spec_edge/op_schemas.h"
@@ -386,11 +387,15 @@ void attention_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   Tensor& out_tensor = stack[ARG(attention, "out")]->toTensor();
   ET_KERNEL_CHECK(ctx, prepare_out(out_tensor, q_tensor.sizes(), "out", ScalarType::Float), InvalidArgument, );
   ET_KERNEL_CHECK(ctx, validate_heads(out_tensor, "out", &out), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx,
-                  ok(spec_edge::attention(q, k_cache, v_cache, stack[ARG(attention, "start_pos")]->toInt(),
-                                          out),
-                     "attention"),
+  const int64_t start_pos = stack[ARG(attention, "start_pos")]->toInt();
+  ET_KERNEL_CHECK(ctx, ok(spec_edge::attention(q, k_cache, v_cache, start_pos, out, 0, 0), "attention"),
                   InvalidArgument, );
+  // The query heads split between ExecuTorch's threads (the pool XNNPACK's kernels run on; one
+  // thread where the runtime has none): each head is computed alone, so the split leaves the bits
+  // as they are. The arguments were checked above.
+  executorch::extension::parallel_for(0, q.heads, 1, [&](int64_t begin, int64_t end) {
+    spec_edge::attention(q, k_cache, v_cache, start_pos, out, begin, end);
+  });
 }
 
 // One kernel per op of op_schemas.h, each under its out form's name.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spec_edge/attention.h"
@@ -78,6 +79,25 @@ TEST(Attention, MatchesDoublePrecisionAndIsIdenticalOnEveryPath) {
   ASSERT_TRUE(select_isa(before.c_str()).is_ok());
 }
 
+TEST(Attention, HeadRangesComputeTheirHeadsAloneWithTheBitsOfOneCall) {
+  std::mt19937 rng(11);
+  const Case c{2, 5, 6, 2, 40, 50, 33};
+  Tensor4 q = random(c.B, c.S, c.Hq, c.D, rng, 2.0f), k = random(c.B, c.C, c.Hkv, c.D, rng, 1.0f),
+          v = random(c.B, c.C, c.Hkv, c.D, rng, 1.0f);
+  Tensor4 whole(c.B, c.S, c.Hq, c.D), split(c.B, c.S, c.Hq, c.D);
+  ASSERT_TRUE(attention(q.view(), k.view(), v.view(), c.start, whole.out()).is_ok());
+  std::fill(split.data.begin(), split.data.end(), 7.0f);
+  ASSERT_TRUE(attention(q.view(), k.view(), v.view(), c.start, split.out(), 1, 4).is_ok());
+  for (int64_t b = 0; b < c.B; ++b)  // heads outside the range untouched
+    for (int64_t i = 0; i < c.S; ++i)
+      for (int64_t h : {0, 4, 5})
+        for (int64_t d = 0; d < c.D; ++d) ASSERT_EQ(split.at(b, i, h, d), 7.0f);
+  // ranges that do not follow the groups of query heads sharing a KV head (3 here)
+  for (const auto [begin, end] : {std::pair<int64_t, int64_t>{0, 1}, {4, 4}, {4, 6}})
+    ASSERT_TRUE(attention(q.view(), k.view(), v.view(), c.start, split.out(), begin, end).is_ok());
+  EXPECT_EQ(std::memcmp(whole.data.data(), split.data.data(), whole.data.size() * sizeof(float)), 0);
+}
+
 TEST(Attention, UpdateCacheWritesTheRowsAtThePosition) {
   std::mt19937 rng(3);
   Tensor4 cache = random(2, 10, 3, 5, rng, 1.0f), value = random(2, 4, 3, 5, rng, 1.0f);
@@ -110,6 +130,10 @@ TEST(Attention, BadInputIsRefusedByName) {
   fails(update_cache(value.view(), cache.out(), 8), "start_pos");
   ConstHeads empty;
   fails(attention(empty, cache.view(), cache.view(), 0, out.out()), "q");
+  fails(attention(q.view(), cache.view(), cache.view(), 0, out.out(), 2, 5), "head_begin, head_end: expected 0 <=");
+  fails(attention(q.view(), cache.view(), cache.view(), 0, out.out(), 3, 2), "head_begin, head_end");
+  fails(attention(q.view(), cache.view(), cache.view(), 0, out.out(), -1, 2), "head_begin, head_end");
+  fails(attention(q.view(), cache.view(), cache.view(), 8, out.out(), 0, 0), "start_pos");  // checked, none computed
 }
 
 }  // namespace

@@ -57,6 +57,11 @@ Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t 
 
 Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
                  int64_t start_pos, const Heads<float>& out) {
+  return attention(q, k_cache, v_cache, start_pos, out, 0, q.heads);
+}
+
+Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+                 int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
   SPEC_EDGE_RETURN_IF_ERROR(check_heads(q, "q"));
   SPEC_EDGE_RETURN_IF_ERROR(check_cache(k_cache, q, start_pos, "k_cache", "q"));
   SPEC_EDGE_RETURN_IF_ERROR(check_cache(v_cache, q, start_pos, "v_cache", "q"));
@@ -68,14 +73,20 @@ Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHead
                          static_cast<long long>(q.heads), static_cast<long long>(k_cache.heads));
   if (out.batch != q.batch || out.seq != q.seq || out.heads != q.heads || out.dim != q.dim)
     return Status::error(Code::kInvalidArgument, "out: expected the shape of q");
-  attention_kernel()(q, k_cache, v_cache, start_pos, out);
+  if (head_begin < 0 || head_begin > head_end || head_end > q.heads)
+    return Status::error(Code::kInvalidArgument,
+                         "head_begin, head_end: expected 0 <= head_begin <= head_end <= %lld (q's heads), "
+                         "got %lld, %lld",
+                         static_cast<long long>(q.heads), static_cast<long long>(head_begin),
+                         static_cast<long long>(head_end));
+  attention_kernel()(q, k_cache, v_cache, start_pos, out, head_begin, head_end);
   return Status::ok();
 }
 
 // The baseline build of the kernel (SSE2 on x86-64, NEON on aarch64).
 void attend_baseline(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
-                     int64_t start_pos, const Heads<float>& out) {
-  attend(q, k_cache, v_cache, start_pos, out);
+                     int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
+  attend(q, k_cache, v_cache, start_pos, out, head_begin, head_end);
 }
 
 }  // namespace spec_edge

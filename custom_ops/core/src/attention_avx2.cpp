@@ -4,7 +4,7 @@
 
 namespace spec_edge {
 void attend_avx2(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
-                 int64_t start_pos, const Heads<float>& out) {
-  attend(q, k_cache, v_cache, start_pos, out);
+                 int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
+  attend(q, k_cache, v_cache, start_pos, out, head_begin, head_end);
 }
 }  // namespace spec_edge

@@ -14,7 +14,7 @@
 namespace spec_edge {
 
 using AttendFn = void (*)(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
-                          int64_t start_pos, const Heads<float>& out);
+                          int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end);
 
 // The kernel of the active ISA (dispatch.cpp).
 AttendFn attention_kernel();
@@ -106,9 +106,9 @@ inline void weighted_sum(const float* p, const ConstHeads& v_cache, int64_t b, i
   }
 }
 
-// Arguments already checked by spec_edge::attention.
+// Arguments already checked by spec_edge::attention; query heads head_begin..head_end - 1.
 inline void attend(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
-                   int64_t start_pos, const Heads<float>& out) {
+                   int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
   const int64_t D = q.dim, group = q.heads / k_cache.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   thread_local std::vector<float> weights;
@@ -116,7 +116,7 @@ inline void attend(const ConstHeads& q, const ConstHeads& k_cache, const ConstHe
   float* p = weights.data();
   for (int64_t b = 0; b < q.batch; ++b)
     for (int64_t i = 0; i < q.seq; ++i)
-      for (int64_t h = 0; h < q.heads; ++h) {
+      for (int64_t h = head_begin; h < head_end; ++h) {
         const float* qi = q.at(b, i, h);
         const int64_t kv = h / group, n = start_pos + i + 1;
         scores(qi, k_cache, b, kv, n, scale, p);

@@ -163,9 +163,11 @@ static const RowKernels& kernels_of(Isa isa, DType dtype) {
 
 const RowKernels& row_kernels(DType dtype) { return kernels_of(current_isa(), dtype); }
 
-void attend_baseline(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&);
+void attend_baseline(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&, int64_t,
+                     int64_t);
 #if defined(SPEC_EDGE_HAVE_AVX2)
-void attend_avx2(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&);
+void attend_avx2(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&, int64_t,
+                 int64_t);
 #endif
 
 AttendFn attention_kernel() {

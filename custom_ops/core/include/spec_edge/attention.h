@@ -37,4 +37,10 @@ Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t 
 Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
                  int64_t start_pos, const Heads<float>& out);
 
+// The same for query heads head_begin..head_end - 1 only; out's other heads are left as they are
+// (an empty range checks the arguments and computes nothing). Each head is computed alone, so a
+// caller that splits the heads between threads gets the bits of one call.
+Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+                 int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end);
+
 }  // namespace spec_edge
