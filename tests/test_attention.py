@@ -120,3 +120,21 @@ def test_cached_attention_runs_through_executorch_like_eager(tmp_path):
     with pytest.raises(RuntimeError):  # past the cache: refused, not a crash
         method.execute([torch.zeros(1, 2, 4, 16), torch.zeros(1, 2, 2, 16), torch.zeros(1, 2, 2, 16),
                         torch.tensor([11])])
+
+
+def test_the_lowered_model_reads_its_caches_without_copying_them():
+    """ExecuTorch's attention hands the caches to SDPA transposed, and spec_edge's SDPA transposes
+    them back: left in the program, XNNPACK copies every cache twice per layer and step."""
+    pytest.importorskip("executorch")
+    import spec_edge.export as se_export
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+    config = se_export.ModelConfig(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=64, max_context_len=32)
+    rows = torch.export.Dim("rows", min=1, max=4)
+    exported = se_export._export(se_export._Logits(se_export.build_model(config)),
+                                 (torch.tensor([[1, 2]]), torch.tensor([0])), ({1: rows}, None))
+    lowered = se_export._lower_method("logits", exported, True)
+    graphs = [lowered.graph_module.graph] + [module.original_module.graph for module in
+                                             lowered.graph_module.modules() if isinstance(module, LoweredBackendModule)]
+    assert len(graphs) > 1  # XNNPACK took part of it
+    permutes = [node for graph in graphs for node in graph.nodes if "permute" in str(node.target)]
+    assert permutes == []

@@ -242,28 +242,44 @@ def _metadata(vocab_size: int, k: int | None = None) -> dict:
     return meta
 
 
+# What `_lower` does to a program, in its reuse key: a cached program lowered before a change that
+# makes programs faster (2: the transposes around the caches dropped) is exported again.
+LOWERING = 2
+
+
+def _lower_method(name: str, program, xnnpack: bool):
+    """One method's ATen ``program`` lowered to an edge program (XNNPACK taking what it runs)."""
+    from executorch.backends.transforms.fuse_cascaded_transpose_or_permute_ops import (
+        FuseCascadedTransposeOrPermuteOps)
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    partitioners = []
+    if xnnpack:
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        partitioners.append(XnnpackPartitioner())
+    # ExecuTorch's attention hands the caches on as [B, H, C, D] and spec_edge's reads them as
+    # stored, [B, C, H, D]: two transposes that cancel, which XNNPACK would run as two copies of
+    # every cache per layer and step (and the same for q, k and v). The pass drops them.
+    edge = to_edge_transform_and_lower({name: program}, partitioner=partitioners,
+                                       transform_passes=[FuseCascadedTransposeOrPermuteOps()],
+                                       compile_config=EdgeCompileConfig(_check_ir_validity=False))
+    return edge.exported_program(name)
+
+
 def _lower(programs: dict, path: Path, xnnpack: bool, constants: dict) -> bytes:
     """Lowers ``programs`` (method name -> ATen program; the dict is emptied) into one program at
     ``path``. Each method is lowered on its own, its ATen program released before the next:
     lowered together, every method's intermediate copies of the weights are held at once, which
     multiplied the peak memory of a 4-method 1.5B export. The lowered methods join in one
     program, whose delegates' weights are stored once."""
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig
     from executorch.exir.passes import MemoryPlanningPass
     from executorch.exir.program._program import EdgeProgramManager
-    config = EdgeCompileConfig(_check_ir_validity=False)
     lowered, blobs = {}, {}
     for name in list(programs):
-        partitioners = []
-        if xnnpack:
-            from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-            partitioners.append(XnnpackPartitioner())
-        edge = to_edge_transform_and_lower({name: programs.pop(name)}, partitioner=partitioners,
-                                           compile_config=config)
-        lowered[name] = edge.exported_program(name)
-        del edge
+        lowered[name] = _lower_method(name, programs.pop(name), xnnpack)
         _shed_delegate_copies(lowered[name], blobs)
         release_memory()
+    config = EdgeCompileConfig(_check_ir_validity=False)
     program = EdgeProgramManager(lowered, constants, config).to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False, share_mutable_buffers=True)))
     del lowered
@@ -526,7 +542,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         settings = dict(role=role, source=identity, config=asdict(config), quantize=modes[role],
                         embedding=quantize_embedding, group_size=group_size, prefill_chunk=prefill_chunk,
                         xnnpack=xnnpack, k=k if role == "target" else None, ops=OP_VERSIONS, version=__version__,
-                        vocab_ids=draft_ids if role == "draft" else None)
+                        lowering=LOWERING, vocab_ids=draft_ids if role == "draft" else None)
         if role == "target" and quantize_linears:  # absent when unset: earlier keys still match
             settings["linears"] = modes["target_linears"]
         return sha256(json.dumps(settings, sort_keys=True).encode())
