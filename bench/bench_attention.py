@@ -80,9 +80,9 @@ def main():
     body = "\n".join([
         "## Attention on the runtime's threads (`bench/bench_attention.py`)\n",
         f"spec_edge's `attention` op through ExecuTorch, the real target's {LAYERS} layers ({HEADS} query heads "
-        f"over {KV_HEADS} KV heads of {DIM}, each layer its own cache, zeros before the new rows: the "
-        f"arithmetic does not depend on the values), median of 20 calls; the same bits on one thread and on the "
-        f"pool (checked). {os.cpu_count()} cores.\n", *table])
+        f"over {KV_HEADS} KV heads of {DIM}, each layer its own cache, zeros but for the rows the settings "
+        f"before wrote: the arithmetic does not depend on the values), median of 20 calls; the same bits on one "
+        f"thread and on the pool (checked). {os.cpu_count()} cores.\n", *table])
     print(body)
     if args.write:
         write_section(args.write, "bench_attention", body)
