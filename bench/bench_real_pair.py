@@ -6,9 +6,11 @@ Sections: a K sweep (1..8, greedy and sampled at T 0.8 / top-p 0.95; speculative
 decoding through the same target.pte alternate prompt by prompt), the draft and verify steps'
 cost in target decode steps, the runner's load time and peak RSS, the verify step's time as the
 context grows (128..2048 positions), and spec_edge beside llama.cpp prompt by prompt (greedy,
-the same thread count).
+the same thread count, llama.cpp at its best draft length).
 
 Usage: python bench/bench_real_pair.py [--write docs/BENCHMARKS.md] [--max-new 64] [--threads 2]
+           [--sections sweep memory context draft-vocab llama.cpp] [--k K]
+--write keeps the sections of an earlier run that this one does not measure.
 """
 
 from __future__ import annotations
@@ -31,11 +33,12 @@ from spec_edge.stats import GenerationStats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import llama_cpp  # noqa: E402
-from bench_verify import write_section  # noqa: E402
+from bench_verify import write_subsections  # noqa: E402
 
 CLI = Path(spec_edge.__file__).parent / "_lib" / "spec-edge-run"
 MODES = {"greedy": {}, "sampled": SAMPLED}
 CONTEXTS = (128, 512, 1024, 2048)
+LLAMA_N_MAX = (2, 3, 4, 6, 8)  # llama.cpp's draft lengths tried: its best one is the peer
 
 
 def step_ms(s: GenerationStats) -> dict:
@@ -67,14 +70,16 @@ def k_sweep(out: Path, prompts, max_new: int, eos) -> tuple[list[str], dict]:
 
 def draft_vocab(out: Path, prompts, max_new: int, eos, k: int, n: int) -> list[str]:
     """The pair's draft over the whole vocabulary against one over its ``n`` most frequent tokens
-    (the target.pte shared), greedy, prompt by prompt in turn."""
+    (the target.pte shared), greedy, prompt by prompt in turn; the two take turns to go first, as
+    the one measured first has run slower."""
     variant = exported(MODELS, out.parent / f"{out.name}-draft-vocab-{n}", draft_vocab=n, reuse_target=out)
     rows = ["| draft | draft.pte | draft step | / target decode step | acceptance | speculative tokens/s |",
             "|---|---|---|---|---|---|"]
     decoders = {"whole vocabulary": runner(out, k)[0], f"{n:,} frequent tokens": runner(variant, k)[0]}
     totals = {name: (GenerationStats(), GenerationStats()) for name in decoders}
-    for prompt in tqdm(prompts, desc="draft vocabulary"):
-        for name, decoder in decoders.items():
+    for i, prompt in enumerate(tqdm(prompts, desc="draft vocabulary")):
+        for name in list(decoders)[::1 if i % 2 == 0 else -1]:
+            decoder = decoders[name]
             for speculative, total in zip((True, False), totals[name]):
                 decoder.generate(prompt, max_new, speculative=speculative, eos_token_id=eos)
                 total.add(decoder.stats)
@@ -125,9 +130,9 @@ def context_growth(out: Path, tokenizer, k: int = 4, max_new: int = 24) -> list[
 def side_by_side(out: Path, prompts, max_new: int, k: int, threads: int, cache: Path) -> list[str]:
     tools = llama_cpp.build(cache)
     decoder, _ = runner(out, k)
-    rows = ["| prompt | spec_edge target-only | spec_edge speculative (K=%d) | llama.cpp target-only | "
-            "llama.cpp speculative, n_max 4 | llama.cpp speculative, n_max 8 | spec_edge spec. / llama.cpp best spec. "
-            "| spec_edge spec. / llama.cpp target-only |" % k, "|---|---|---|---|---|---|---|---|"]
+    rows = [f"| prompt | spec_edge target-only | spec_edge speculative (K={k}) | llama.cpp target-only | "
+            "llama.cpp best speculative | spec_edge spec. / llama.cpp best spec. | "
+            "spec_edge spec. / llama.cpp target-only |", "|---|---|---|---|---|---|---|"]
     where = []
     for i, (text, ids) in enumerate(tqdm(list(zip(PROMPTS, prompts)), desc="side by side")):
         decoder.generate(ids, max_new, speculative=True)
@@ -136,18 +141,22 @@ def side_by_side(out: Path, prompts, max_new: int, k: int, threads: int, cache: 
         base = decoder.stats
         ll_base = llama_cpp.completion(tools, MODELS / TARGET, text, max_new, threads)
         ll_spec = {n: llama_cpp.speculative(tools, MODELS / TARGET, MODELS / DRAFT, text, max_new, threads, n)
-                   for n in (4, 8)}
-        best = max(v["tokens_per_second"] for v in ll_spec.values())
-        rows.append(f"| {i + 1} | {base.tokens_per_second:.1f} | {spec.tokens_per_second:.1f} (acc. {spec.acceptance_rate:.2f}) | "
-                    f"{ll_base['tokens_per_second']:.1f} | "
-                    + " | ".join(f"{v['tokens_per_second']:.1f} (acc. {v['acceptance']:.2f})" for v in ll_spec.values())
-                    + f" | {spec.tokens_per_second / best:.2f}x | {spec.tokens_per_second / ll_base['tokens_per_second']:.2f}x |")
+                   for n in LLAMA_N_MAX}
+        n_best = max(ll_spec, key=lambda n: ll_spec[n]["tokens_per_second"])
+        best = ll_spec[n_best]
+        rows.append(f"| {i + 1} | {base.tokens_per_second:.1f} | {spec.tokens_per_second:.1f} "
+                    f"(acc. {spec.acceptance_rate:.2f}) | {ll_base['tokens_per_second']:.1f} | "
+                    f"{best['tokens_per_second']:.1f} (n_max {n_best}, acc. {best['acceptance']:.2f}) | "
+                    f"{spec.tokens_per_second / best['tokens_per_second']:.2f}x | "
+                    f"{spec.tokens_per_second / ll_base['tokens_per_second']:.2f}x |")
         s, b = step_ms(spec), step_ms(base)
         where.append(f"- prompt {i + 1}: spec_edge: decode step {b['decode']:.1f} ms, draft step {s['draft']:.1f} ms, "
-                     f"verify step {s['verify']:.1f} ms; llama.cpp: decode {ll_base['ms_per_token']:.1f} ms per token, "
-                     + "; ".join(f"n_max {n}: draft {v['draft_ms']:.1f} ms per drafted token, check {v['check_ms']:.1f} "
-                                 "ms per round" for n, v in ll_spec.items()))
-    return rows + ["", "Where the time goes:", ""] + where
+                     f"verify step {s['verify']:.1f} ms; llama.cpp: decode {ll_base['ms_per_token']:.1f} ms per token; "
+                     f"n_max {n_best}: draft {best['draft_ms']:.1f} ms per drafted token, check {best['check_ms']:.1f} "
+                     "ms per round; tokens/s by n_max: "
+                     + ", ".join(f"{n}: {v['tokens_per_second']:.1f}" for n, v in ll_spec.items()))
+    return rows + ["", f"llama.cpp's CPU backend used {', '.join(ll_base['cpu_features'])} (its system_info).", "",
+                   "Where the time goes:", ""] + where
 
 
 SECTIONS = ("sweep", "memory", "context", "draft-vocab", "llama.cpp")
@@ -169,36 +178,39 @@ def main():
     prompts = [tokenizer.encode(t) for t in PROMPTS]
     eos = tokenizer.eos_ids
     load_s = runner(out, EXPORT["k"])[1]
-    lines, header = [], ["## The real pair: Qwen2.5-Coder 0.5B drafting for 1.5B (`bench/bench_real_pair.py`)\n",
-             f"`{TARGET}` drafted by `{DRAFT}`, exported as `make demo-real` does ({describe_export()}), "
-             f"the C++ runner (`spec_edge.NativeRunner`), {len(prompts)} code prompts x {args.max_new} new tokens, "
-             f"{args.threads} threads. Load: `NativeRunner` {load_s:.1f} s.\n"]
+    header = "\n".join(["## The real pair: Qwen2.5-Coder 0.5B drafting for 1.5B (`bench/bench_real_pair.py`)\n",
+                        f"`{TARGET}` drafted by `{DRAFT}`, exported as `make demo-real` does ({describe_export()}), "
+                        f"the C++ runner (`spec_edge.NativeRunner`), {len(prompts)} code prompts x {args.max_new} "
+                        f"new tokens, {args.threads} threads. Load: `NativeRunner` {load_s:.1f} s.\n"])
+    print(header)
+    measured = {}
 
-    def done(section: list[str]) -> None:
-        """Shown, and written, as each section ends: a long run keeps what it measured."""
-        lines.extend(section)
-        print("\n".join(section), flush=True)
+    def done(name: str, section: list[str]) -> None:
+        """Shown, and written, as each section ends: a long run keeps what it measured, and the
+        sections not run this time keep what an earlier run wrote."""
+        measured[name] = "\n".join(section)
+        print(measured[name], flush=True)
         if args.write:
-            write_section(args.write, "bench_real_pair", "\n".join(lines))
+            write_subsections(args.write, "bench_real_pair", header, measured, SECTIONS)
 
-    done(header)
     k = args.k
     if "sweep" in args.sections:
         rows, best = k_sweep(out, prompts, args.max_new, eos)
-        done(["### K sweep\n", *rows, "",
-              "Best K: " + ", ".join(f"{mode} K={k} ({s:.2f}x)" for mode, (k, s) in best.items()) + ".\n"])
+        done("sweep", ["### K sweep\n", *rows, "",
+                       "Best K: " + ", ".join(f"{mode} K={k} ({s:.2f}x)" for mode, (k, s) in best.items()) + ".\n"])
         k = k or best["greedy"][0]
     k = k or 4
     if "memory" in args.sections:
-        done([cli_load_and_memory(out, k, args.max_new) + "\n"])
+        done("memory", [cli_load_and_memory(out, k, args.max_new) + "\n"])
     if "context" in args.sections:
-        done(["### The verify step as the context grows\n", *context_growth(out, tokenizer), ""])
+        done("context", ["### The verify step as the context grows\n", *context_growth(out, tokenizer), ""])
     if "draft-vocab" in args.sections:
-        done([f"### A draft over part of the vocabulary, K={k}, greedy\n",
-              *draft_vocab(out, prompts, args.max_new, eos, k, args.draft_vocab), ""])
+        done("draft-vocab", [f"### A draft over part of the vocabulary, K={k}, greedy\n",
+                             *draft_vocab(out, prompts, args.max_new, eos, k, args.draft_vocab), ""])
     if "llama.cpp" in args.sections:
-        done([f"### Beside llama.cpp (0c1e570, from llama-cpp-python 0.3.36's sources), greedy, {args.threads} "
-              "threads, tokens/s\n", *side_by_side(out, prompts, args.max_new, k, args.threads, args.llama_cpp)])
+        done("llama.cpp", [f"### Beside llama.cpp (0c1e570, from llama-cpp-python 0.3.36's sources), greedy, "
+                           f"{args.threads} threads, tokens/s\n",
+                           *side_by_side(out, prompts, args.max_new, k, args.threads, args.llama_cpp)])
 
 
 if __name__ == "__main__":

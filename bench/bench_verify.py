@@ -144,6 +144,23 @@ def table(rows) -> str:
     return "\n".join(out)
 
 
+def read_section(text: str, name: str) -> str | None:
+    """The body that write_section wrote under ``name`` in ``text`` (None: there is none)."""
+    begin, end = f"<!-- {name}:begin -->\n", f"\n<!-- {name}:end -->"
+    if begin not in text:
+        return None
+    return text.split(begin, 1)[1].split(end, 1)[0]
+
+
+def write_subsections(path: Path, name: str, header: str, measured: dict[str, str], names) -> None:
+    """Section ``name``: ``header``, then a subsection per name in ``names`` (in that order), each
+    the ``measured`` body where there is one, else the one an earlier run wrote (if any)."""
+    earlier = read_section(path.read_text() if path.exists() else "", name) or ""
+    bodies = {sub: measured.get(sub, read_section(earlier, f"{name}/{sub}")) for sub in names}
+    write_section(path, name, "\n".join([header] + [f"<!-- {name}/{sub}:begin -->\n{body}\n<!-- {name}/{sub}:end -->"
+                                                    for sub, body in bodies.items() if body is not None]))
+
+
 def write_section(path: Path, name: str, body: str) -> None:
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     text = path.read_text() if path.exists() else "# Benchmarks\n"
