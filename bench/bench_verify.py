@@ -144,12 +144,22 @@ def table(rows) -> str:
     return "\n".join(out)
 
 
+def _markers(name: str) -> tuple[str, str]:
+    """The comment lines that enclose section ``name`` in a markdown file."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def _block(name: str, body: str) -> str:
+    begin, end = _markers(name)
+    return f"{begin}\n{body}\n{end}"
+
+
 def read_section(text: str, name: str) -> str | None:
     """The body that write_section wrote under ``name`` in ``text`` (None: there is none)."""
-    begin, end = f"<!-- {name}:begin -->\n", f"\n<!-- {name}:end -->"
-    if begin not in text:
+    begin, end = _markers(name)
+    if begin + "\n" not in text:
         return None
-    return text.split(begin, 1)[1].split(end, 1)[0]
+    return text.split(begin + "\n", 1)[1].split("\n" + end, 1)[0]
 
 
 def write_subsections(path: Path, name: str, header: str, measured: dict[str, str], names) -> None:
@@ -157,14 +167,14 @@ def write_subsections(path: Path, name: str, header: str, measured: dict[str, st
     the ``measured`` body where there is one, else the one an earlier run wrote (if any)."""
     earlier = read_section(path.read_text() if path.exists() else "", name) or ""
     bodies = {sub: measured.get(sub, read_section(earlier, f"{name}/{sub}")) for sub in names}
-    write_section(path, name, "\n".join([header] + [f"<!-- {name}/{sub}:begin -->\n{body}\n<!-- {name}/{sub}:end -->"
+    write_section(path, name, "\n".join([header] + [_block(f"{name}/{sub}", body)
                                                     for sub, body in bodies.items() if body is not None]))
 
 
 def write_section(path: Path, name: str, body: str) -> None:
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    begin, end = _markers(name)
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{begin}\n{body}\n{end}"
+    block = _block(name, body)
     if begin in text:
         head, rest = text.split(begin, 1)
         text = head + block + rest.split(end, 1)[1]
