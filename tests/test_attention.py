@@ -51,6 +51,26 @@ def test_attention_takes_strided_views_as_the_models_do():
     assert torch.equal(got, ops.attention(q.transpose(1, 2).contiguous(), k_cache, v_cache, 2))
 
 
+def test_attention_gives_the_same_bits_on_any_number_of_threads():
+    """The query heads split between the intra-op threads; each is computed as if alone."""
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 5, 12, 64, generator=g)
+    k_cache, v_cache = torch.randn(2, 1, 300, 2, 64, generator=g)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = ops.attention(q, k_cache, v_cache, 200)
+        torch.set_num_threads(max(2, threads))
+        pooled = ops.attention(q, k_cache, v_cache, 200)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(pooled, one)
+    for h in range(12):
+        kv = slice(h // 6, h // 6 + 1)
+        alone = ops.attention(q[:, :, h:h + 1], k_cache[:, :, kv], v_cache[:, :, kv], 200)
+        assert torch.equal(pooled[:, :, h:h + 1], alone), h
+
+
 def test_update_cache_writes_exactly_the_rows_at_the_position():
     g = torch.Generator().manual_seed(2)
     cache = torch.randn(2, 10, 3, 8, generator=g)

@@ -3,6 +3,7 @@
 // SPEC_EDGE_BUILD_CUDA, for CUDA tensors over custom_ops/cuda. One argument plumbing, a template
 // over the backend; every value check and all math live in the core.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -470,9 +471,14 @@ at::Tensor& attention_out(const at::Tensor& q, const at::Tensor& k_cache, const 
   check_cpu(out, "out");
   at::native::resize_output(out, q.sizes());
   TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
-  raise_if_error(spec_edge::attention(qv, heads_view<const float>(k_cache, "k_cache"),
-                                      heads_view<const float>(v_cache, "v_cache"), start_pos,
-                                      heads_view<float>(out, "out")));
+  const auto kv = heads_view<const float>(k_cache, "k_cache"), vv = heads_view<const float>(v_cache, "v_cache");
+  const auto ov = heads_view<float>(out, "out");
+  raise_if_error(spec_edge::attention(qv, kv, vv, start_pos, ov, 0, 0));  // the checks alone
+  // The query heads split between PyTorch's intra-op threads, as the ExecuTorch kernel splits
+  // them: each head is computed alone, so every thread count gives the same bits.
+  at::parallel_for(0, qv.heads, 1, [&](int64_t begin, int64_t end) {
+    spec_edge::attention(qv, kv, vv, start_pos, ov, begin, end);
+  });
   return out;
 }
 
