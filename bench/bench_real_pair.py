@@ -9,7 +9,7 @@ context grows (128..2048 positions), and spec_edge beside llama.cpp prompt by pr
 the same thread count, llama.cpp at its best draft length).
 
 Usage: python bench/bench_real_pair.py [--write docs/BENCHMARKS.md] [--max-new 64] [--threads 2]
-           [--sections sweep memory context draft-vocab llama.cpp] [--k K]
+           [--sections sweep memory context draft-vocab llama.cpp] [--k K] [--passes 3]
 --write keeps the sections of an earlier run that this one does not measure.
 """
 
@@ -23,6 +23,7 @@ import sys
 import sysconfig
 import time
 from pathlib import Path
+from statistics import median
 
 from tqdm import tqdm
 
@@ -127,36 +128,62 @@ def context_growth(out: Path, tokenizer, k: int = 4, max_new: int = 24) -> list[
     return rows
 
 
-def side_by_side(out: Path, prompts, max_new: int, k: int, threads: int, cache: Path) -> list[str]:
+def _medians(runs: list[dict]) -> dict:
+    """Each numeric field's median over ``runs``."""
+    return {key: median(r[key] for r in runs) for key, value in runs[0].items() if isinstance(value, (int, float))}
+
+
+def _one_pass(decoder, tools, text: str, ids, max_new: int, threads: int) -> dict:
+    """One prompt on both systems: spec_edge speculative and target-only, llama.cpp target-only and
+    speculative at each n_max in LLAMA_N_MAX; tokens/s and per-step times."""
+    decoder.generate(ids, max_new, speculative=True)
+    spec = decoder.stats
+    decoder.generate(ids, max_new, speculative=False)
+    base = decoder.stats
+    s, b = step_ms(spec), step_ms(base)
+    return {"spec": spec.tokens_per_second, "base": base.tokens_per_second, "acceptance": spec.acceptance_rate,
+            "draft": s["draft"], "verify": s["verify"], "decode": b["decode"],
+            "llama": llama_cpp.completion(tools, MODELS / TARGET, text, max_new, threads),
+            "llama_spec": {n: llama_cpp.speculative(tools, MODELS / TARGET, MODELS / DRAFT, text, max_new, threads, n)
+                           for n in LLAMA_N_MAX}}
+
+
+def side_by_side(out: Path, prompts, max_new: int, k: int, threads: int, cache: Path, passes: int) -> list[str]:
+    """Both systems prompt by prompt, ``passes`` times over the prompts: each figure is the median
+    of its passes, llama.cpp's best n_max the one with the highest median, and each ratio's range
+    over the passes (its best n_max in that pass) is shown beside it, as this machine's speed
+    drifts between runs."""
     tools = llama_cpp.build(cache)
     decoder, _ = runner(out, k)
+    runs = [[] for _ in prompts]
+    for p in range(passes):
+        for i, (text, ids) in enumerate(tqdm(list(zip(PROMPTS, prompts)), desc=f"beside llama.cpp, pass {p + 1}")):
+            runs[i].append(_one_pass(decoder, tools, text, ids, max_new, threads))
     rows = [f"| prompt | spec_edge target-only | spec_edge speculative (K={k}) | llama.cpp target-only | "
             "llama.cpp best speculative | spec_edge spec. / llama.cpp best spec. | "
             "spec_edge spec. / llama.cpp target-only |", "|---|---|---|---|---|---|---|"]
     where = []
-    for i, (text, ids) in enumerate(tqdm(list(zip(PROMPTS, prompts)), desc="side by side")):
-        decoder.generate(ids, max_new, speculative=True)
-        spec = decoder.stats
-        decoder.generate(ids, max_new, speculative=False)
-        base = decoder.stats
-        ll_base = llama_cpp.completion(tools, MODELS / TARGET, text, max_new, threads)
-        ll_spec = {n: llama_cpp.speculative(tools, MODELS / TARGET, MODELS / DRAFT, text, max_new, threads, n)
-                   for n in LLAMA_N_MAX}
+    for i, prompt_runs in enumerate(runs):
+        m, ll_base = _medians(prompt_runs), _medians([r["llama"] for r in prompt_runs])
+        ll_spec = {n: _medians([r["llama_spec"][n] for r in prompt_runs]) for n in LLAMA_N_MAX}
         n_best = max(ll_spec, key=lambda n: ll_spec[n]["tokens_per_second"])
         best = ll_spec[n_best]
-        rows.append(f"| {i + 1} | {base.tokens_per_second:.1f} | {spec.tokens_per_second:.1f} "
-                    f"(acc. {spec.acceptance_rate:.2f}) | {ll_base['tokens_per_second']:.1f} | "
-                    f"{best['tokens_per_second']:.1f} (n_max {n_best}, acc. {best['acceptance']:.2f}) | "
-                    f"{spec.tokens_per_second / best['tokens_per_second']:.2f}x | "
-                    f"{spec.tokens_per_second / ll_base['tokens_per_second']:.2f}x |")
-        s, b = step_ms(spec), step_ms(base)
-        where.append(f"- prompt {i + 1}: spec_edge: decode step {b['decode']:.1f} ms, draft step {s['draft']:.1f} ms, "
-                     f"verify step {s['verify']:.1f} ms; llama.cpp: decode {ll_base['ms_per_token']:.1f} ms per token; "
+        to_best = [r["spec"] / max(v["tokens_per_second"] for v in r["llama_spec"].values()) for r in prompt_runs]
+        to_base = [r["spec"] / r["llama"]["tokens_per_second"] for r in prompt_runs]
+        rows.append(f"| {i + 1} | {m['base']:.1f} | {m['spec']:.1f} (acc. {m['acceptance']:.2f}) | "
+                    f"{ll_base['tokens_per_second']:.1f} | {best['tokens_per_second']:.1f} "
+                    f"(n_max {n_best}, acc. {best['acceptance']:.2f}) | "
+                    f"{m['spec'] / best['tokens_per_second']:.2f}x ({min(to_best):.2f}-{max(to_best):.2f}) | "
+                    f"{m['spec'] / ll_base['tokens_per_second']:.2f}x ({min(to_base):.2f}-{max(to_base):.2f}) |")
+        where.append(f"- prompt {i + 1}: spec_edge: decode step {m['decode']:.1f} ms, draft step {m['draft']:.1f} ms, "
+                     f"verify step {m['verify']:.1f} ms; llama.cpp: decode {ll_base['ms_per_token']:.1f} ms per token; "
                      f"n_max {n_best}: draft {best['draft_ms']:.1f} ms per drafted token, check {best['check_ms']:.1f} "
                      "ms per round; tokens/s by n_max: "
                      + ", ".join(f"{n}: {v['tokens_per_second']:.1f}" for n, v in ll_spec.items()))
-    return rows + ["", f"llama.cpp's CPU backend used {', '.join(ll_base['cpu_features'])} (its system_info).", "",
-                   "Where the time goes:", ""] + where
+    features = runs[0][0]["llama"]["cpu_features"]
+    return rows + ["", f"Medians of {passes} passes over the prompts; in brackets, the ratio's range over the passes.",
+                   "", f"llama.cpp's CPU backend used {', '.join(features)} (its system_info).", "",
+                   "Where the time goes (medians):", ""] + where
 
 
 SECTIONS = ("sweep", "memory", "context", "draft-vocab", "llama.cpp")
@@ -172,6 +199,7 @@ def main():
     parser.add_argument("--draft-vocab", type=int, default=49152, help="the draft-vocabulary variant's size")
     parser.add_argument("--k", type=int, help="K of the sections after the sweep (default: the sweep's best greedy K)")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS)
+    parser.add_argument("--passes", type=int, default=3, help="passes over the prompts beside llama.cpp")
     args = parser.parse_args()
     out = exported(MODELS, args.cache)
     tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
@@ -210,7 +238,8 @@ def main():
     if "llama.cpp" in args.sections:
         done("llama.cpp", [f"### Beside llama.cpp (0c1e570, from llama-cpp-python 0.3.36's sources), greedy, "
                            f"{args.threads} threads, tokens/s\n",
-                           *side_by_side(out, prompts, args.max_new, k, args.threads, args.llama_cpp)])
+                           *side_by_side(out, prompts, args.max_new, k, args.threads, args.llama_cpp,
+                                          args.passes)])
 
 
 if __name__ == "__main__":
