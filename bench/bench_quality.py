@@ -9,6 +9,7 @@ All three score the same tokens the way `llama-perplexity` does: the text in chu
 tokens, each chunk scoring its second half (every scored token sees at least half a chunk).
 
 Usage: python bench/bench_quality.py [--write docs/BENCHMARKS.md] [--chunks 8] [--context 512]
+           [--requantize | --four-bit-output --cache DIR]
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ import llama_cpp  # noqa: E402  (bench/, this script's directory)
 from bench_verify import write_section  # noqa: E402
 
 TEXTS = ("argparse.py", "LICENSE.txt")  # code and prose
+VARIANTS = {  # option: (its section's suffix, the export's settings)
+    "requantize": ("_requantized", dict(keep_gguf_precision=False)),
+    "four_bit_output": ("_four_bit_output", dict(four_bit_output=True))}
 
 
 def held_out(tokenizer, tokens: int) -> tuple[str, list[int]]:
@@ -65,10 +69,16 @@ def main():
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--context", type=int, default=512)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--requantize", action="store_true",
-                        help="measure a target whose 4-bit weights are quantized again, 8da4w (give it its own --cache)")
+    variant = parser.add_mutually_exclusive_group()
+    variant.add_argument("--requantize", action="store_true",
+                         help="measure a target whose 4-bit weights are quantized again, 8da4w "
+                         "(give it its own --cache)")
+    variant.add_argument("--four-bit-output", action="store_true",
+                         help="measure a target whose output layer is 4-bit too (give it its own --cache)")
     args = parser.parse_args()
-    settings = dict(keep_gguf_precision=False) if args.requantize else {}
+    chosen = next((name for name in VARIANTS if getattr(args, name)), None)
+    suffix, settings = VARIANTS[chosen] if chosen else ("", {})
+    flag = f" --{chosen.replace('_', '-')}" if chosen else ""
     out = exported(MODELS, args.cache, **settings)
     tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
     text, ids = held_out(tokenizer, args.chunks * args.context)
@@ -95,7 +105,6 @@ def main():
                                                 args.context, args.threads, args.chunks)
     top1 = torch.cat(agree).mean().item()
     base = ppl["transformers"]
-    flag = " --requantize" if args.requantize else ""
     body = "\n".join([
         f"## The exported target against its source (`bench/bench_quality.py{flag}`)\n",
         f"`{TARGET}`: perplexity on {args.chunks} chunks x {args.context} tokens of held-out text "
@@ -112,7 +121,7 @@ def main():
     ])
     print(body)
     if args.write:
-        write_section(args.write, "bench_quality" + ("_requantized" if flag else ""), body)
+        write_section(args.write, "bench_quality" + suffix, body)
 
 
 if __name__ == "__main__":

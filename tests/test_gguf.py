@@ -167,6 +167,15 @@ def gguf_pair(tmp_path_factory):
     return root
 
 
+def test_the_command_line_refuses_four_bit_output_without_keep_gguf_precision(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "export" / "export_pair.py"), "--gguf-target", "t.gguf",
+                             "--gguf-draft", "d.gguf", "--quantize", "8da4w", "--four-bit-output",
+                             "--out", str(tmp_path / "out")], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "--four-bit-output sets the output layer of a --keep-gguf-precision export apart" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_gguf_pair_runs_as_pte_and_matches_transformers(gguf_pair):
     target = gguf_pair / "target.gguf"
     reference = transformers.AutoModelForCausalLM.from_pretrained(gguf_pair, gguf_file=target.name,
@@ -253,10 +262,15 @@ def test_the_linears_a_gguf_file_keeps_precise_are_named(tmp_path):
     assert gguf_precise_linears(path) == {"layers.1.feed_forward.w2": "8da8w", "output": "8da8w",
                                           "layers.0.attention.wv": "8da8w"}
     plain = write_gguf(tmp_path / "plain.gguf", random_model("qwen2", dim=256), TOKENIZER, **QWEN2, kind=Q.Q4_K)
+    assert gguf_precise_linears(path, output=False) == {"layers.1.feed_forward.w2": "8da8w",
+                                                        "layers.0.attention.wv": "8da8w"}
     assert gguf_precise_linears(plain) == {}
     with pytest.raises(ValueError, match="keep_gguf_precision: keeps precise linears of a quantized target; give "
                                          "quantize too"):
         se_gguf.export_gguf_pair(path, path, 2, tmp_path / "out", keep_gguf_precision=True)
+    with pytest.raises(ValueError, match="four_bit_output: sets the output layer of a keep_gguf_precision export "
+                                         "apart; give keep_gguf_precision too"):
+        se_gguf.export_gguf_pair(path, path, 2, tmp_path / "out", quantize="8da4w", four_bit_output=True)
     assert not (tmp_path / "out").exists()
 
 

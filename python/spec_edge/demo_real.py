@@ -27,7 +27,7 @@ DRAFT = "qwen2.5-coder-0.5b-instruct.gguf"
 # them costs +6.8%); the draft keeps the whole vocabulary, which measured faster than one over
 # 49,152 frequent tokens (docs/BENCHMARKS.md).
 EXPORT = dict(k=8, max_context_len=2048, quantize="8da4w", group_size=32, quantize_embedding="4,32",
-              keep_gguf_precision=True, draft_vocab=None)
+              keep_gguf_precision=True, four_bit_output=False, draft_vocab=None)
 PROMPTS = [
     'def quicksort(items):\n    """Sort a list of numbers with quicksort and return a new list."""\n',
     'import json\n\n\ndef load_config(path, defaults):\n    """Read a JSON config file and fill in missing '
@@ -65,6 +65,8 @@ def describe_export(**settings) -> str:
     words = [f"{e['quantize']}, group {e['group_size']}, embeddings {e['quantize_embedding']}"]
     if e["keep_gguf_precision"]:
         words.append("the target's 4-bit weights as the file has them")
+    if e["four_bit_output"]:
+        words.append("its output layer 4-bit")
     if e["draft_vocab"]:
         words.append(f"a draft over {e['draft_vocab']:,} frequent tokens")
     return ", ".join(words) + f", context {e['max_context_len']}"
