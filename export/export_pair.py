@@ -76,7 +76,8 @@ def main(argv=None):
                         "(Q5, Q6_K, Q8_0, F16) 8-bit weights")
     parser.add_argument("--four-bit-output", action="store_true",
                         help="with --keep-gguf-precision: the output layer in --quantize's 4 bits, also where the "
-                        "file keeps it above 5 bits (the same perplexity on Qwen2.5-Coder-1.5B, a faster step)")
+                        "file keeps it above 5 bits (on Qwen2.5-Coder-1.5B: perplexity +0.95%% from the source "
+                        "against +0.84%%, 8%% faster speculative decoding)")
     parser.add_argument("--draft-vocab", type=int, metavar="N",
                         help="the draft proposes only the N tokens most frequent on --draft-vocab-corpus (a cheaper "
                         "draft step; the output is still the target's)")
