@@ -201,6 +201,8 @@ def main():
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS)
     parser.add_argument("--passes", type=int, default=3, help="passes over the prompts beside llama.cpp")
     args = parser.parse_args()
+    if args.passes < 1:
+        parser.error(f"--passes: expected at least 1, got {args.passes}")
     out = exported(MODELS, args.cache)
     tokenizer = spec_edge.NativeTokenizer(out / "tokenizer.json")
     prompts = [tokenizer.encode(t) for t in PROMPTS]
