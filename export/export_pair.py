@@ -11,8 +11,8 @@ the pipeline).
     python export/export_pair.py --hf-target DIR --hf-draft DIR --k 8 --out OUT [--max-context 512]
     python export/export_pair.py --target target.json [--target-weights t.pt] \\
         --draft draft.json [--draft-weights d.pt] --k 4 --out OUT [--tokenizer tokenizer.json]
-    common: [--no-xnnpack] [--quantize 8da4w|8da8w [--group-size 32]] [--quantize-draft 8da8w]
-            [--quantize-embedding 4,32] [--keep-gguf-precision [--four-bit-output]]
+    common: [--no-xnnpack] [--quantize 8da4w|8da8w [--group-size 32] [--draft-group-size 128]]
+            [--quantize-draft 8da8w] [--quantize-embedding 4,32] [--keep-gguf-precision [--four-bit-output]]
             [--draft-vocab 32768 [--draft-vocab-corpus FILE...]]
             [--prefill-chunk 32]
 
@@ -70,6 +70,8 @@ def main(argv=None):
                         "(XNNPACK)")
     parser.add_argument("--quantize-draft", choices=QUANTIZE_MODES, help="the draft alone (default: as --quantize)")
     parser.add_argument("--group-size", type=int, default=32, help="weight group size for 8da4w")
+    parser.add_argument("--draft-group-size", type=int, help="the 8da4w draft's weight group size (default: "
+                        "--group-size); larger groups read fewer bytes a draft step")
     parser.add_argument("--keep-gguf-precision", action="store_true",
                         help="with --quantize and --gguf-target: the target keeps its file's weights: its 4-bit "
                         "linears (Q4_0, Q4_1, Q4_K) their values, scales and minima, those above 5 bits per weight "
@@ -100,6 +102,7 @@ def main(argv=None):
                      "--keep-gguf-precision")
     options = dict(prefill_chunk=args.prefill_chunk, xnnpack=not args.no_xnnpack, quantize=args.quantize,
                    quantize_draft=args.quantize_draft, group_size=args.group_size,
+                   draft_group_size=args.draft_group_size,
                    quantize_embedding=args.quantize_embedding, draft_vocab=args.draft_vocab,
                    draft_vocab_corpus=args.draft_vocab_corpus)
     try:

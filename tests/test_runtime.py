@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -392,6 +393,57 @@ def test_a_program_with_the_same_source_and_settings_is_reused(tmp_path, capsys)
     export_pair(target, TARGET, build_model(DRAFT, seed=3), DRAFT, K + 1, tmp_path, prefill_chunk=4, progress=True)
     assert "reused" not in capsys.readouterr().out
     assert PteSpeculativeDecoder(tmp_path).generate(PROMPT, 8) == dec.generate(PROMPT, 8)
+
+
+def test_the_draft_takes_its_own_group_size(tmp_path, capsys):
+    """``draft_group_size`` quantizes the draft's 8da4w weights in groups of its own (here 64
+    against the target's 32): the draft's program is the eager draft under that transform, the
+    target's is the one exported before (reused), and greedy decoding is still the target's."""
+    draft_config = ModelConfig(dim=64, n_layers=1, n_heads=4, vocab_size=TARGET.vocab_size,
+                               max_context_len=TARGET.max_context_len)
+    target, draft = build_model(TARGET, seed=1), build_model(draft_config, seed=2)
+    export_pair(target, TARGET, draft, draft_config, K, tmp_path, prefill_chunk=4, quantize="8da4w", progress=False)
+    before = (tmp_path / "draft.pte").stat().st_size
+    export_pair(target, TARGET, draft, draft_config, K, tmp_path, prefill_chunk=4, quantize="8da4w",
+                draft_group_size=64, progress=True)
+    printed = capsys.readouterr().out
+    assert "target.pte: reused" in printed and "draft.pte: reused" not in printed, printed
+    assert (tmp_path / "draft.pte").stat().st_size < before  # half the scales
+    dec = PteSpeculativeDecoder(tmp_path)
+    sampling = dec.sampling_inputs(0.0, spec_edge.Filters(), PROMPT[:2], 0, 0)
+    _, got = dec.draft["draft_step"].execute([torch.tensor([PROMPT[:2]]), torch.tensor([0]), *sampling])
+
+    def error(group):
+        with torch.no_grad():
+            want = quantize_model(copy.deepcopy(draft), "8da4w", group)(
+                torch.tensor([PROMPT[:2]]), {"input_pos": torch.tensor([0])})[0, -1]
+        return float((got.flatten() - want).abs().max() / want.abs().max())
+    # Dynamic 8-bit activations round apart from the eager transform's (0.6% here); the control,
+    # the target's groups of 32, is 12x further.
+    assert error(64) < 0.02 and error(32) > 3 * error(64)
+    assert dec.generate(PROMPT, 16) == dec.generate(PROMPT, 16, speculative=False)
+    for bad, message in ((dict(quantize="8da4w", draft_group_size=0), "draft_group_size: expected weights per"),
+                         (dict(quantize="8da4w", draft_group_size=True), "draft_group_size: expected weights per"),
+                         (dict(quantize="8da4w", draft_group_size=48), "draft_group_size: expected weights per"),
+                         (dict(quantize="8da4w", group_size=-32), "group_size: expected weights per"),
+                         (dict(draft_group_size=64), "draft_group_size: sets the groups of an 8da4w draft"),
+                         (dict(quantize="8da4w", quantize_draft="8da8w", draft_group_size=64),
+                          "draft_group_size: sets the groups of an 8da4w draft")):
+        with pytest.raises(ValueError, match=message):
+            export_pair(target, TARGET, draft, draft_config, K, tmp_path / "bad", progress=False, **bad)
+    assert not (tmp_path / "bad").exists()
+    # The command line hands --draft-group-size to the same check.
+    configs = [tmp_path / "target.json", tmp_path / "draft.json"]
+    for path, config in zip(configs, (TARGET, draft_config)):
+        path.write_text(json.dumps({"dim": config.dim, "n_layers": config.n_layers, "n_heads": config.n_heads,
+                                    "vocab_size": config.vocab_size, "max_context_len": config.max_context_len}))
+    cli = Path(__file__).resolve().parents[1] / "export" / "export_pair.py"
+    result = subprocess.run([sys.executable, str(cli), "--target", str(configs[0]), "--draft",
+                             str(configs[1]), "--out", str(tmp_path / "bad"), "--quantize", "8da4w",
+                             "--draft-group-size", "48"], capture_output=True, text=True)
+    assert result.returncode == 1 and "export_pair: draft_group_size: expected weights per scale in a positive " \
+        "multiple of 32 (XNNPACK's 4-bit groups), got 48" in result.stderr, result.stderr[-2000:]
+    assert not (tmp_path / "bad").exists()
 
 
 def test_quantize_mode_is_checked(tmp_path):

@@ -363,6 +363,12 @@ def _check_quantize(argument: str, mode: str | None) -> None:
         raise ValueError(f"{argument}: expected one of {QUANTIZE_MODES} or None, got {mode!r}")
 
 
+def _check_group_size(argument: str, group: int | None) -> None:
+    if group is not None and (isinstance(group, bool) or not isinstance(group, int) or group < 1 or group % 32):
+        raise ValueError(f"{argument}: expected weights per scale in a positive multiple of 32 (XNNPACK's "
+                         f"4-bit groups), got {group!r}")
+
+
 LINEAR_MODES = ("8da8w", "fp32")
 
 
@@ -470,13 +476,16 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                 out_dir: str | Path, prefill_chunk: int = 32, xnnpack: bool = True,
                 tokenizer: str | Path | None = None, progress: bool = True,
                 quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32,
-                quantize_embedding: str | None = None, quantize_linears: dict[str, str] | None = None,
+                draft_group_size: int | None = None, quantize_embedding: str | None = None,
+                quantize_linears: dict[str, str] | None = None,
                 sources: dict[str, str] | None = None, draft_vocab=None, draft_vocab_corpus=None) -> Path:
     """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
     ``target`` and ``draft`` are modules (exported from a copy) or zero-argument callables that
     build them (each built when its program is exported, and released after). ``quantize="8da4w"``
     (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs them), ``quantize_draft``
-    the draft's alone (default: as ``quantize``); fp32 otherwise. ``quantize_embedding``
+    the draft's alone (default: as ``quantize``); fp32 otherwise. 8da4w weights have a scale per
+    ``group_size`` of them, the draft's per ``draft_group_size`` (default: the same): larger
+    groups make a smaller draft that reads fewer bytes a step. ``quantize_embedding``
     (``"4,32"``: 4 bits, a scale per 32 columns; ``"8,0"``: 8 bits, a scale per row) quantizes
     both models' token embeddings. ``quantize_linears`` keeps named linears of the quantized
     target at higher precision than ``quantize`` (``{"output": "8da8w", "layers.0.feed_forward.w2":
@@ -504,12 +513,18 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         raise ValueError(f"k: expected 1..{target_config.max_context_len - 1}, got {k}")
     _check_quantize("quantize", quantize)
     _check_quantize("quantize_draft", quantize_draft)
+    _check_group_size("group_size", group_size)
+    _check_group_size("draft_group_size", draft_group_size)
+    if draft_group_size is not None and (quantize_draft or quantize) != "8da4w":
+        raise ValueError("draft_group_size: sets the groups of an 8da4w draft; give quantize (or quantize_draft) "
+                         "8da4w")
     _check_embedding_mode("quantize_embedding", quantize_embedding, target_config, draft_config)
     _check_linear_modes("quantize_linears", quantize_linears)
     if quantize_linears and quantize is None:
         raise ValueError("quantize_linears: sets linears of the quantized target apart; give quantize too")
     modes = {"target": quantize, "draft": quantize_draft or quantize, "embedding": quantize_embedding,
              "target_linears": dict(sorted((quantize_linears or {}).items())) or None}
+    groups = {"target": group_size, "draft": draft_group_size or group_size}
     draft_ids = _draft_ids(draft_vocab, draft_vocab_corpus, tokenizer, draft_config.vocab_size)
     if not xnnpack and any(modes.values()):
         argument = "quantize" if quantize else "quantize_draft"
@@ -519,7 +534,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    def model(source, mode, vocab_ids=None, linears=None):
+    def model(source, mode, group, vocab_ids=None, linears=None):
         # The caller's module stays intact (a copy is exported); a callable builds the model
         # when its turn comes, so that a lean export holds one model at a time.
         # The linears are quantized before the embedding: the embedding's quantizer needs several
@@ -528,7 +543,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         if vocab_ids is not None:
             restrict_draft_vocab(built, vocab_ids, draft_config.vocab_size)
         if mode is not None:
-            quantize_model(built, mode, group_size, linears)
+            quantize_model(built, mode, group, linears)
             release_memory()  # the fp32 linears, before the embedding's temporaries
         if quantize_embedding is not None:
             quantize_token_embedding(built, quantize_embedding)
@@ -540,7 +555,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         if identity is None:
             return None
         settings = dict(role=role, source=identity, config=asdict(config), quantize=modes[role],
-                        embedding=quantize_embedding, group_size=group_size, prefill_chunk=prefill_chunk,
+                        embedding=quantize_embedding, group_size=groups[role], prefill_chunk=prefill_chunk,
                         xnnpack=xnnpack, k=k if role == "target" else None, ops=OP_VERSIONS, version=__version__,
                         lowering=LOWERING, vocab_ids=draft_ids if role == "draft" else None)
         if role == "target" and quantize_linears:  # absent when unset: earlier keys still match
@@ -552,9 +567,10 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     # a failed or interrupted export leaves the directory as it was.
     with tempfile.TemporaryDirectory(dir=out, prefix=".partial-") as staging:
         stage = Path(staging)
-        steps = [("draft.pte", lambda p: export_draft(model(draft, modes["draft"], draft_ids), draft_config, p,
-                                                      prefill_chunk, xnnpack)),
-                 ("target.pte", lambda p: export_target(model(target, modes["target"], linears=quantize_linears),
+        steps = [("draft.pte", lambda p: export_draft(model(draft, modes["draft"], groups["draft"], draft_ids),
+                                                      draft_config, p, prefill_chunk, xnnpack)),
+                 ("target.pte", lambda p: export_target(model(target, modes["target"], groups["target"],
+                                                              linears=quantize_linears),
                                                         target_config, k, p, prefill_chunk, xnnpack)),
                  ("verify.pte", lambda p: export_verify(target_config.vocab_size, k, target_config, p))]
         hashes = {}
