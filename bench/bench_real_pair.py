@@ -5,11 +5,12 @@ llama.cpp's own speculative decoding on the same GGUF files (bench/llama_cpp.py 
 Sections: a K sweep (1..8, greedy and sampled at T 0.8 / top-p 0.95; speculative and target-only
 decoding through the same target.pte alternate prompt by prompt), the draft and verify steps'
 cost in target decode steps, the runner's load time and peak RSS, the verify step's time as the
-context grows (128..2048 positions), and spec_edge beside llama.cpp prompt by prompt (greedy,
-the same thread count, llama.cpp at its best draft length).
+context grows (128..2048 positions), other drafts for the same target (over part of the
+vocabulary; 4-bit weights in larger groups), and spec_edge beside llama.cpp prompt by prompt
+(greedy, the same thread count, llama.cpp at its best draft length).
 
 Usage: python bench/bench_real_pair.py [--write docs/BENCHMARKS.md] [--max-new 64] [--threads 2]
-           [--sections sweep memory context draft-vocab llama.cpp] [--k K] [--passes 3]
+           [--sections sweep memory context draft-vocab draft-groups llama.cpp] [--k K] [--passes 3]
 --write keeps the sections of an earlier run that this one does not measure.
 """
 
@@ -69,25 +70,30 @@ def k_sweep(out: Path, prompts, max_new: int, eos) -> tuple[list[str], dict]:
     return rows, best
 
 
-def draft_vocab(out: Path, prompts, max_new: int, eos, k: int, n: int) -> list[str]:
-    """The pair's draft over the whole vocabulary against one over its ``n`` most frequent tokens
-    (the target.pte shared), greedy, prompt by prompt in turn; the two take turns to go first, as
-    the one measured first has run slower."""
-    variant = exported(MODELS, out.parent / f"{out.name}-draft-vocab-{n}", draft_vocab=n, reuse_target=out)
-    rows = ["| draft | draft.pte | draft step | / target decode step | acceptance | speculative tokens/s |",
-            "|---|---|---|---|---|---|"]
-    decoders = {"whole vocabulary": runner(out, k)[0], f"{n:,} frequent tokens": runner(variant, k)[0]}
-    totals = {name: (GenerationStats(), GenerationStats()) for name in decoders}
-    for i, prompt in enumerate(tqdm(prompts, desc="draft vocabulary")):
-        for name in list(decoders)[::1 if i % 2 == 0 else -1]:
-            decoder = decoders[name]
-            for speculative, total in zip((True, False), totals[name]):
-                decoder.generate(prompt, max_new, speculative=speculative, eos_token_id=eos)
-                total.add(decoder.stats)
-    for (name, (spec, base)), directory in zip(totals.items(), (out, variant)):
-        s, b = step_ms(spec), step_ms(base)
-        rows.append(f"| {name} | {(directory / 'draft.pte').stat().st_size / 2**20:.1f} MiB | {s['draft']:.1f} ms | "
-                    f"{s['draft'] / b['decode']:.2f} | {spec.acceptance_rate:.3f} | {spec.tokens_per_second:.1f} |")
+def compare_drafts(out: Path, variants: dict[str, dict], prompts, max_new: int, eos, k: int,
+                   modes: tuple[str, ...]) -> list[str]:
+    """The pair's draft (named by ``variants``' first key, settings {}) against drafts exported
+    with other settings for the same target.pte, prompt by prompt, twice over the prompts; they
+    take turns to go first, as the one measured first has run slower."""
+    directories = {name: exported(MODELS, out.parent / f"{out.name}-{suffix}", reuse_target=out, **settings)
+                   if settings else out for name, (suffix, settings) in variants.items()}
+    rows = ["| draft | mode | draft.pte | draft step | / target decode step | acceptance | speculative tokens/s | "
+            "speedup |", "|---|---|---|---|---|---|---|---|"]
+    decoders = {name: runner(directory, k)[0] for name, directory in directories.items()}
+    names = list(decoders)
+    for mode in modes:
+        totals = {name: (GenerationStats(), GenerationStats()) for name in names}
+        for i, prompt in enumerate(tqdm(prompts * 2, desc=f"drafts, {mode}")):
+            for name in names[i % len(names):] + names[:i % len(names)]:
+                for speculative, total in zip((True, False), totals[name]):
+                    decoders[name].generate(prompt, max_new, speculative=speculative, eos_token_id=eos,
+                                            **MODES[mode])
+                    total.add(decoders[name].stats)
+        for name, (spec, base) in totals.items():
+            s, b = step_ms(spec), step_ms(base)
+            rows.append(f"| {name} | {mode} | {(directories[name] / 'draft.pte').stat().st_size / 2**20:.1f} MiB | "
+                        f"{s['draft']:.1f} ms | {s['draft'] / b['decode']:.2f} | {spec.acceptance_rate:.3f} | "
+                        f"{spec.tokens_per_second:.1f} | {spec.tokens_per_second / base.tokens_per_second:.2f}x |")
     return rows
 
 
@@ -186,7 +192,8 @@ def side_by_side(out: Path, prompts, max_new: int, k: int, threads: int, cache: 
                    "Where the time goes (medians):", ""] + where
 
 
-SECTIONS = ("sweep", "memory", "context", "draft-vocab", "llama.cpp")
+SECTIONS = ("sweep", "memory", "context", "draft-vocab", "draft-groups", "llama.cpp")
+DRAFT_GROUPS = (64, 128)  # the draft-groups section's 8da4w groups beside the pair's
 
 
 def main():
@@ -235,8 +242,16 @@ def main():
     if "context" in args.sections:
         done("context", ["### The verify step as the context grows\n", *context_growth(out, tokenizer), ""])
     if "draft-vocab" in args.sections:
-        done("draft-vocab", [f"### A draft over part of the vocabulary, K={k}, greedy\n",
-                             *draft_vocab(out, prompts, args.max_new, eos, k, args.draft_vocab), ""])
+        variants = {"whole vocabulary": ("", {}),
+                    f"{args.draft_vocab:,} frequent tokens": (f"draft-vocab-{args.draft_vocab}",
+                                                              {"draft_vocab": args.draft_vocab})}
+        done("draft-vocab", [f"### A draft over part of the vocabulary, K={k}\n",
+                             *compare_drafts(out, variants, prompts, args.max_new, eos, k, ("greedy",)), ""])
+    if "draft-groups" in args.sections:
+        variants = {f"groups of {EXPORT['group_size']}": ("", {}),
+                    **{f"groups of {n}": (f"draft-g{n}", {"draft_group_size": n}) for n in DRAFT_GROUPS}}
+        done("draft-groups", [f"### The draft's 4-bit weights in larger groups, K={k}\n",
+                              *compare_drafts(out, variants, prompts, args.max_new, eos, k, tuple(MODES)), ""])
     if "llama.cpp" in args.sections:
         done("llama.cpp", [f"### Beside llama.cpp (0c1e570, from llama-cpp-python 0.3.36's sources), greedy, "
                            f"{args.threads} threads, tokens/s\n",
