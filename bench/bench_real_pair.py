@@ -70,11 +70,12 @@ def k_sweep(out: Path, prompts, max_new: int, eos) -> tuple[list[str], dict]:
     return rows, best
 
 
-def compare_drafts(out: Path, variants: dict[str, dict], prompts, max_new: int, eos, k: int,
+def compare_drafts(out: Path, variants: dict[str, tuple[str, dict]], prompts, max_new: int, eos, k: int,
                    modes: tuple[str, ...]) -> list[str]:
-    """The pair's draft (named by ``variants``' first key, settings {}) against drafts exported
-    with other settings for the same target.pte, prompt by prompt, twice over the prompts; they
-    take turns to go first, as the one measured first has run slower."""
+    """The pair's draft (``variants``' first name, settings {}) against drafts exported with other
+    settings (name: (directory suffix, settings)) for the same target.pte, prompt by prompt,
+    twice over the prompts; they take turns to go first, as the one measured first has run
+    slower."""
     directories = {name: exported(MODELS, out.parent / f"{out.name}-{suffix}", reuse_target=out, **settings)
                    if settings else out for name, (suffix, settings) in variants.items()}
     rows = ["| draft | mode | draft.pte | draft step | / target decode step | acceptance | speculative tokens/s | "

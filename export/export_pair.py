@@ -71,7 +71,8 @@ def main(argv=None):
     parser.add_argument("--quantize-draft", choices=QUANTIZE_MODES, help="the draft alone (default: as --quantize)")
     parser.add_argument("--group-size", type=int, default=32, help="weight group size for 8da4w")
     parser.add_argument("--draft-group-size", type=int, help="the 8da4w draft's weight group size (default: "
-                        "--group-size); larger groups read fewer bytes a draft step")
+                        "--group-size): larger groups make a shorter draft step and a draft further from its "
+                        "model (on Qwen2.5-Coder-0.5B, 64 and 128 were no faster in the end)")
     parser.add_argument("--keep-gguf-precision", action="store_true",
                         help="with --quantize and --gguf-target: the target keeps its file's weights: its 4-bit "
                         "linears (Q4_0, Q4_1, Q4_K) their values, scales and minima, those above 5 bits per weight "

@@ -485,7 +485,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs them), ``quantize_draft``
     the draft's alone (default: as ``quantize``); fp32 otherwise. 8da4w weights have a scale per
     ``group_size`` of them, the draft's per ``draft_group_size`` (default: the same): larger
-    groups make a smaller draft that reads fewer bytes a step. ``quantize_embedding``
+    groups make a shorter draft step and a draft further from its model (docs/BENCHMARKS.md). ``quantize_embedding``
     (``"4,32"``: 4 bits, a scale per 32 columns; ``"8,0"``: 8 bits, a scale per row) quantizes
     both models' token embeddings. ``quantize_linears`` keeps named linears of the quantized
     target at higher precision than ``quantize`` (``{"output": "8da8w", "layers.0.feed_forward.w2":
