@@ -6,11 +6,11 @@ Sections: a K sweep (1..8, greedy and sampled at T 0.8 / top-p 0.95; speculative
 decoding through the same target.pte alternate prompt by prompt), the draft and verify steps'
 cost in target decode steps, the runner's load time and peak RSS, the verify step's time as the
 context grows (128..2048 positions), other drafts for the same target (over part of the
-vocabulary; 4-bit weights in larger groups), and spec_edge beside llama.cpp prompt by prompt
+vocabulary; 4-bit weights in larger groups, 8-bit weights), and spec_edge beside llama.cpp prompt by prompt
 (greedy, the same thread count, llama.cpp at its best draft length).
 
 Usage: python bench/bench_real_pair.py [--write docs/BENCHMARKS.md] [--max-new 64] [--threads 2]
-           [--sections sweep memory context draft-vocab draft-groups llama.cpp] [--k K] [--passes 3]
+           [--sections sweep memory context draft-vocab draft-quantization llama.cpp] [--k K] [--passes 3]
 --write keeps the sections of an earlier run that this one does not measure.
 """
 
@@ -193,8 +193,11 @@ def side_by_side(out: Path, prompts, max_new: int, k: int, threads: int, cache: 
                    "Where the time goes (medians):", ""] + where
 
 
-SECTIONS = ("sweep", "memory", "context", "draft-vocab", "draft-groups", "llama.cpp")
-DRAFT_GROUPS = (64, 128)  # the draft-groups section's 8da4w groups beside the pair's
+SECTIONS = ("sweep", "memory", "context", "draft-vocab", "draft-quantization", "llama.cpp")
+# The draft-quantization section's drafts beside the pair's (name: (directory suffix, settings)).
+DRAFT_QUANTIZATIONS = {"4-bit, groups of 64": ("draft-g64", {"draft_group_size": 64}),
+                       "4-bit, groups of 128": ("draft-g128", {"draft_group_size": 128}),
+                       "8-bit (8da8w)": ("draft-8da8w", {"quantize_draft": "8da8w"})}
 
 
 def main():
@@ -248,11 +251,10 @@ def main():
                                                               {"draft_vocab": args.draft_vocab})}
         done("draft-vocab", [f"### A draft over part of the vocabulary, K={k}\n",
                              *compare_drafts(out, variants, prompts, args.max_new, eos, k, ("greedy",)), ""])
-    if "draft-groups" in args.sections:
-        variants = {f"groups of {EXPORT['group_size']}": ("", {}),
-                    **{f"groups of {n}": (f"draft-g{n}", {"draft_group_size": n}) for n in DRAFT_GROUPS}}
-        done("draft-groups", [f"### The draft's 4-bit weights in larger groups, K={k}\n",
-                              *compare_drafts(out, variants, prompts, args.max_new, eos, k, tuple(MODES)), ""])
+    if "draft-quantization" in args.sections:
+        variants = {f"4-bit, groups of {EXPORT['group_size']}": ("", {}), **DRAFT_QUANTIZATIONS}
+        done("draft-quantization", [f"### The draft's weights, K={k}\n",
+                                    *compare_drafts(out, variants, prompts, args.max_new, eos, k, tuple(MODES)), ""])
     if "llama.cpp" in args.sections:
         done("llama.cpp", [f"### Beside llama.cpp (0c1e570, from llama-cpp-python 0.3.36's sources), greedy, "
                            f"{args.threads} threads, tokens/s\n",

@@ -27,9 +27,9 @@ DRAFT = "qwen2.5-coder-0.5b-instruct.gguf"
 # them costs +6.8%) and puts its output layer in 4 bits too (+0.95%, but 8% faster speculative
 # decoding); the draft keeps the whole vocabulary: one over the 49,152 tokens most frequent in
 # Python sources ran 5-15% faster beside it on the code prompts, but its K sweep's speedup was
-# no higher (the verify step sets it) and it suits code only. Its 4-bit weights keep groups of
-# 32: groups of 64 or 128 shorten its step by 18-29% but lose as much in acceptance, and the
-# speedup does not rise (docs/BENCHMARKS.md).
+# no higher (the verify step sets it) and it suits code only. Its weights stay 4-bit in groups
+# of 32: groups of 64 or 128 shorten its step by 18-29% but lose as much in acceptance (no size
+# won in all three runs), and 8-bit weights make it slower (docs/BENCHMARKS.md).
 EXPORT = dict(k=8, max_context_len=2048, quantize="8da4w", group_size=32, quantize_embedding="4,32",
               keep_gguf_precision=True, four_bit_output=True, draft_vocab=None)
 PROMPTS = [
