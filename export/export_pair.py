@@ -12,7 +12,8 @@ the pipeline).
     python export/export_pair.py --target target.json [--target-weights t.pt] \\
         --draft draft.json [--draft-weights d.pt] --k 4 --out OUT [--tokenizer tokenizer.json]
     common: [--no-xnnpack] [--quantize 8da4w|8da8w [--group-size 32] [--draft-group-size 128]]
-            [--quantize-draft 8da8w] [--quantize-embedding 4,32] [--keep-gguf-precision [--four-bit-output]]
+            [--quantize-draft 8da8w] [--quantize-embedding 4,32]
+            [--keep-gguf-precision [--four-bit-output]]
             [--draft-vocab 32768 [--draft-vocab-corpus FILE...]]
             [--prefill-chunk 32]
 

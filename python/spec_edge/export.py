@@ -485,11 +485,12 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     (or ``"8da8w"``) quantizes both models' linears first (XNNPACK runs them), ``quantize_draft``
     the draft's alone (default: as ``quantize``); fp32 otherwise. 8da4w weights have a scale per
     ``group_size`` of them, the draft's per ``draft_group_size`` (default: the same): larger
-    groups make a shorter draft step and a draft further from its model (docs/BENCHMARKS.md). ``quantize_embedding``
-    (``"4,32"``: 4 bits, a scale per 32 columns; ``"8,0"``: 8 bits, a scale per row) quantizes
-    both models' token embeddings. ``quantize_linears`` keeps named linears of the quantized
-    target at higher precision than ``quantize`` (``{"output": "8da8w", "layers.0.feed_forward.w2":
-    "fp32"}``; the draft's errors cost acceptance, never exactness, so it has no such setting).
+    groups make a shorter draft step and a draft further from its model (docs/BENCHMARKS.md).
+    ``quantize_embedding`` (``"4,32"``: 4 bits, a scale per 32 columns; ``"8,0"``: 8 bits, a
+    scale per row) quantizes both models' token embeddings. ``quantize_linears`` keeps named
+    linears of the quantized target at higher precision than ``quantize`` (``{"output":
+    "8da8w", "layers.0.feed_forward.w2": "fp32"}``; the draft's errors cost acceptance, never
+    exactness, so it has no such setting).
     Prints each program's size, time and the peak memory so far.
 
     ``draft_vocab`` restricts the draft's proposals to a subset of the vocabulary (a cheaper
