@@ -26,7 +26,9 @@ def reference(q, k_cache, v_cache, start_pos):
 
 SHAPES = [  # B, S, Hq, Hkv, D, C, start_pos
     (1, 1, 4, 4, 64, 16, 0), (1, 1, 5, 5, 64, 32, 31), (1, 5, 4, 2, 32, 20, 7), (2, 3, 6, 2, 8, 9, 6),
-    (1, 2, 3, 1, 65, 12, 3), (1, 4, 2, 2, 3, 4, 0), (3, 1, 1, 1, 1, 5, 2), (1, 7, 8, 8, 17, 40, 33)]
+    (1, 2, 3, 1, 65, 12, 3), (1, 4, 2, 2, 3, 4, 0), (3, 1, 1, 1, 1, 5, 2), (1, 7, 8, 8, 17, 40, 33),
+    # long contexts over many position blocks, query groups of 6-8 heads, verify-sized rows
+    (1, 9, 16, 2, 64, 2100, 2050), (1, 5, 12, 2, 128, 4200, 4100), (1, 1, 8, 1, 128, 8300, 8250)]
 
 
 @pytest.mark.parametrize("B,S,Hq,Hkv,D,C,start", SHAPES)

@@ -79,6 +79,41 @@ TEST(Attention, MatchesDoublePrecisionAndIsIdenticalOnEveryPath) {
   ASSERT_TRUE(select_isa(before.c_str()).is_ok());
 }
 
+// Long contexts with every grouped-query shape a verify step takes: 1-8 query heads per KV head,
+// 1-9 rows, positions across many blocks, and a prefill chunk with more queries per KV head than
+// one pass computes together.
+TEST(Attention, LongContextsAndQueryGroupsMatchDoublePrecisionOnEveryPath) {
+  std::mt19937 rng(5);
+  const std::string before = active_isa();
+  std::vector<Case> cases;
+  for (int64_t group = 1; group <= 8; ++group)
+    for (int64_t rows = 1; rows <= 9; ++rows)
+      cases.push_back({1, rows, 2 * group, 2, group % 2 ? 24 : 16, 800 + 37 * rows, 700 + 37 * rows + group});
+  cases.push_back({1, 40, 12, 2, 32, 300, 200});  // 240 queries per KV head: several passes
+  cases.push_back({1, 2, 4, 2, 40, 4200, 4150});  // a long block tail and 8-dim tails
+  for (const Case& c : cases) {
+    Tensor4 q = random(c.B, c.S, c.Hq, c.D, rng, 2.0f), k = random(c.B, c.C, c.Hkv, c.D, rng, 1.0f),
+            v = random(c.B, c.C, c.Hkv, c.D, rng, 1.0f);
+    std::vector<float> first;
+    for (const char* const* isa = available_isa_list(); *isa != nullptr; ++isa) {
+      ASSERT_TRUE(select_isa(*isa).is_ok());
+      Tensor4 out(c.B, c.S, c.Hq, c.D);
+      ASSERT_TRUE(attention(q.view(), k.view(), v.view(), c.start, out.out()).is_ok());
+      if (first.empty()) {
+        first = out.data;
+        for (int64_t i = 0; i < c.S; ++i)
+          for (int64_t h = 0; h < c.Hq; ++h)
+            for (int64_t d = 0; d < c.D; d += 7)
+              ASSERT_NEAR(out.at(0, i, h, d), reference(q, k, v, c.start, 0, i, h, d), 2e-5)
+                  << "S=" << c.S << " Hq=" << c.Hq << " row " << i << " head " << h;
+      }
+      ASSERT_EQ(std::memcmp(first.data(), out.data.data(), first.size() * sizeof(float)), 0)
+          << *isa << " differs from " << available_isa_list()[0] << " at S=" << c.S << " Hq=" << c.Hq;
+    }
+  }
+  ASSERT_TRUE(select_isa(before.c_str()).is_ok());
+}
+
 TEST(Attention, HeadRangesComputeTheirHeadsAloneWithTheBitsOfOneCall) {
   std::mt19937 rng(11);
   const Case c{2, 5, 6, 2, 40, 50, 33};

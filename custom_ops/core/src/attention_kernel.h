@@ -2,8 +2,14 @@
 // attention_avx2.cpp: -mavx2). Loops are written so the compiler vectorizes them without
 // reassociating anything: every ISA computes the same operations in the same order (the core
 // builds with -ffp-contract=off), so the bits match.
+//
+// The work is arranged around the bandwidth bound: the query heads that share a KV head and all
+// the rows of a step are computed together, a block of cache positions at a time, so each block
+// of keys and values is read from memory once per call and then from L1 for every query. The
+// arithmetic of each output is the one attention.h states, whatever the arrangement.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -21,6 +27,10 @@ AttendFn attention_kernel();
 
 namespace {
 
+// At most this many queries (rows x query heads of one KV head) are computed together; more
+// take further passes over the caches.
+constexpr int64_t kAttentionQueries = 64;
+
 // Eight float lanes on every ISA (two 128-bit registers on SSE2 and NEON, one on AVX2).
 typedef float F8 __attribute__((vector_size(32)));
 
@@ -30,10 +40,21 @@ inline F8 load8(const float* p) {
   return v;
 }
 
-inline float combine(F8 s) {
-  float t[8];
-  std::memcpy(t, &s, sizeof t);
-  return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+inline void store8(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
+
+// [a0 + a1, a2 + a3, b0 + b1, b2 + b3, a4 + a5, a6 + a7, b4 + b5, b6 + b7]
+inline F8 pair_sums(F8 a, F8 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 8, 10, 4, 6, 12, 14) +
+         __builtin_shufflevector(a, b, 1, 3, 9, 11, 5, 7, 13, 15);
+}
+
+// The lane sums of eight accumulators, each ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7)):
+// the pairwise combination of dot8, eight at a time.
+inline F8 combine8(const F8* s) {
+  const F8 lo = pair_sums(pair_sums(s[0], s[1]), pair_sums(s[2], s[3]));
+  const F8 hi = pair_sums(pair_sums(s[4], s[5]), pair_sums(s[6], s[7]));
+  return __builtin_shufflevector(lo, hi, 0, 1, 2, 3, 8, 9, 10, 11) +
+         __builtin_shufflevector(lo, hi, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 
 // q . k: lane l sums q[d] * k[d] over d = l mod 8 in order; lanes combined pairwise.
@@ -47,86 +68,192 @@ inline float dot8(const float* q, const float* k, int64_t D) {
   return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
 }
 
-// scores[j] = dot8(q, k_j) * scale for j < n. Four keys at a time when D is a multiple of 8:
-// four independent dependency chains instead of one (the same operations per key).
-inline void scores(const float* q, const ConstHeads& k_cache, int64_t b, int64_t kv, int64_t n,
-                   float scale, float* out) {
-  const int64_t D = k_cache.dim;
-  int64_t j = 0;
+// The queries of one KV head computed together: query r is row rows[r] at position
+// start_pos + rows[r] and reads positions 0..n[r] - 1.
+struct QueryGroup {
+  int64_t count = 0;
+  const float* q[kAttentionQueries];
+  float* out[kAttentionQueries];
+  int64_t n[kAttentionQueries];
+};
+
+// scores[r][j] = dot8(q_r, k_j) * scale for j in [j0, j1) and every query r whose n[r] > j0
+// (positions from n[r] to j1 are computed too, and never used). Where D is a multiple of 8, two
+// queries against four keys at a time: eight independent chains, each block of keys read once
+// from memory and then from L1 for every pair of queries.
+inline void score_block(const QueryGroup& g, const float* k, int64_t k_stride, int64_t D, float scale,
+                        int64_t j0, int64_t j1, float* scores, int64_t ld) {
+  const F8 scale8 = F8{} + scale;
+  int64_t r = 0;
   if (D % 8 == 0)
-    for (; j + 4 <= n; j += 4) {
-      const float* k0 = k_cache.at(b, j, kv);
-      const int64_t stride = k_cache.seq_stride;
-      F8 s0 = {}, s1 = {}, s2 = {}, s3 = {};
-      for (int64_t d = 0; d < D; d += 8) {
-        const F8 x = load8(q + d);
-        s0 += x * load8(k0 + d);
-        s1 += x * load8(k0 + stride + d);
-        s2 += x * load8(k0 + 2 * stride + d);
-        s3 += x * load8(k0 + 3 * stride + d);
+    for (; r + 2 <= g.count; r += 2) {
+      if (g.n[r + 1] <= j0) continue;  // n grows with r: both past their positions
+      const float *q0 = g.q[r], *q1 = g.q[r + 1];
+      float *s0 = scores + r * ld, *s1 = s0 + ld;
+      int64_t j = j0;
+      for (; j + 4 <= j1; j += 4) {
+        const float* kj = k + j * k_stride;
+        F8 acc[8] = {};
+        for (int64_t d = 0; d < D; d += 8) {
+          const F8 x0 = load8(q0 + d), x1 = load8(q1 + d);
+          for (int key = 0; key < 4; ++key) {
+            const F8 y = load8(kj + key * k_stride + d);
+            acc[key] += x0 * y;
+            acc[4 + key] += x1 * y;
+          }
+        }
+        const F8 sums = combine8(acc) * scale8;
+        float t[8];
+        std::memcpy(t, &sums, sizeof t);
+        std::memcpy(s0 + j, t, 4 * sizeof(float));
+        std::memcpy(s1 + j, t + 4, 4 * sizeof(float));
       }
-      out[j] = combine(s0) * scale;
-      out[j + 1] = combine(s1) * scale;
-      out[j + 2] = combine(s2) * scale;
-      out[j + 3] = combine(s3) * scale;
+      for (; j < j1; ++j) {
+        s0[j] = dot8(q0, k + j * k_stride, D) * scale;
+        s1[j] = dot8(q1, k + j * k_stride, D) * scale;
+      }
     }
-  for (; j < n; ++j) out[j] = dot8(q, k_cache.at(b, j, kv), D) * scale;
+  for (; r < g.count; ++r)
+    if (g.n[r] > j0)
+      for (int64_t j = j0; j < j1; ++j) scores[r * ld + j] = dot8(g.q[r], k + j * k_stride, D) * scale;
 }
 
-// o[d] = (sum_j p[j] v_j[d]) / mass for d < D, each sum in position order. Thirty-two dims at a
-// time in four registers (four independent chains), then eight, then one by one.
-inline void weighted_sum(const float* p, const ConstHeads& v_cache, int64_t b, int64_t kv, int64_t n,
-                         float mass, float* o) {
-  const int64_t D = v_cache.dim;
-  const F8 norm = F8{} + mass;
-  int64_t d = 0;
-  for (; d + 32 <= D; d += 32) {
-    F8 a0 = {}, a1 = {}, a2 = {}, a3 = {};
-    for (int64_t j = 0; j < n; ++j) {
-      const float* v = v_cache.at(b, j, kv) + d;
-      const F8 w = F8{} + p[j];
-      a0 += w * load8(v);
-      a1 += w * load8(v + 8);
-      a2 += w * load8(v + 16);
-      a3 += w * load8(v + 24);
+// a[d..d + 32) += p[j] * v_j[d..d + 32) for j in [j0, end), for two queries at once (p0, a0 and
+// p1, a1) or one (p1 == nullptr): each lane's sum in position order. Eight or four independent
+// chains, the values' loads shared.
+inline void weigh32(const float* v, int64_t v_stride, int64_t j0, int64_t end, const float* p0, float* a0,
+                    const float* p1, float* a1) {
+  F8 x[4], y[4] = {};
+  for (int c = 0; c < 4; ++c) x[c] = load8(a0 + 8 * c);
+  if (p1 != nullptr) {
+    for (int c = 0; c < 4; ++c) y[c] = load8(a1 + 8 * c);
+    for (int64_t j = j0; j < end; ++j) {
+      const float* vj = v + j * v_stride;
+      const F8 w0 = F8{} + p0[j], w1 = F8{} + p1[j];
+      for (int c = 0; c < 4; ++c) {
+        const F8 value = load8(vj + 8 * c);
+        x[c] += w0 * value;
+        y[c] += w1 * value;
+      }
     }
-    const F8 r[4] = {a0 / norm, a1 / norm, a2 / norm, a3 / norm};
-    std::memcpy(o + d, r, sizeof r);
+    for (int c = 0; c < 4; ++c) store8(a1 + 8 * c, y[c]);
+  } else {
+    for (int64_t j = j0; j < end; ++j) {
+      const float* vj = v + j * v_stride;
+      const F8 w0 = F8{} + p0[j];
+      for (int c = 0; c < 4; ++c) x[c] += w0 * load8(vj + 8 * c);
+    }
   }
-  for (; d + 8 <= D; d += 8) {
-    F8 acc = {};
-    for (int64_t j = 0; j < n; ++j) acc += (F8{} + p[j]) * load8(v_cache.at(b, j, kv) + d);
-    const F8 r = acc / norm;
-    std::memcpy(o + d, &r, sizeof r);
-  }
-  for (; d < D; ++d) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < n; ++j) acc += p[j] * v_cache.at(b, j, kv)[d];
-    o[d] = acc / mass;
+  for (int c = 0; c < 4; ++c) store8(a0 + 8 * c, x[c]);
+}
+
+// acc[r][d] += p_r[j] * v_j[d] for j in [j0, min(j1, n[r])): each dim's sum runs in position order
+// across blocks, as if in one loop. Thirty-two dims at a time (two queries together where they
+// read the same positions), then eight, then one by one.
+inline void weigh_block(const QueryGroup& g, const float* v, int64_t v_stride, int64_t D, int64_t j0,
+                        int64_t j1, const float* probs, int64_t ld, float* acc) {
+  for (int64_t r = 0; r < g.count;) {
+    const int64_t end = std::min(j1, g.n[r]);
+    const bool pair = r + 1 < g.count && g.n[r + 1] == g.n[r];
+    const float* p = probs + r * ld;
+    float* a = acc + r * D;
+    int64_t d = 0;
+    for (; d + 32 <= D; d += 32)
+      weigh32(v + d, v_stride, j0, end, p, a + d, pair ? p + ld : nullptr, pair ? a + D + d : nullptr);
+    for (int64_t q = 0; q < (pair ? 2 : 1); ++q, p += ld, a += D) {
+      for (int64_t e = d; e + 8 <= D; e += 8) {
+        F8 s = load8(a + e);
+        for (int64_t j = j0; j < end; ++j) s += (F8{} + p[j]) * load8(v + j * v_stride + e);
+        store8(a + e, s);
+      }
+      for (int64_t e = D / 8 * 8; e < D; ++e) {
+        float s = a[e];
+        for (int64_t j = j0; j < end; ++j) s += p[j] * v[j * v_stride + e];
+        a[e] = s;
+      }
+    }
+    r += pair ? 2 : 1;
   }
 }
 
-// Arguments already checked by spec_edge::attention; query heads head_begin..head_end - 1.
+// For L queries: p_j = exp_nonpositive(s_j - max s) in place over s[l][0..n[l]), and mass[l] =
+// sum_j p_j in position order. The L queries' max and sum chains run interleaved: the same
+// operations per query as one at a time, without waiting on one chain's latency.
+template <int L>
+inline void softmax_weights(float* const* s, const int64_t* n, float* mass) {
+  int64_t common = n[0];
+  for (int l = 1; l < L; ++l) common = std::min(common, n[l]);
+  float m[L], sum[L] = {};
+  for (int l = 0; l < L; ++l) m[l] = s[l][0];
+  for (int64_t j = 1; j < common; ++j)
+    for (int l = 0; l < L; ++l) m[l] = s[l][j] > m[l] ? s[l][j] : m[l];
+  for (int l = 0; l < L; ++l) {
+    for (int64_t j = common; j < n[l]; ++j) m[l] = s[l][j] > m[l] ? s[l][j] : m[l];
+    for (int64_t j = 0; j < n[l]; ++j) s[l][j] = exp_nonpositive(s[l][j] - m[l]);
+  }
+  for (int64_t j = 0; j < common; ++j)
+    for (int l = 0; l < L; ++l) sum[l] += s[l][j];
+  for (int l = 0; l < L; ++l) {
+    for (int64_t j = common; j < n[l]; ++j) sum[l] += s[l][j];
+    mass[l] = sum[l];
+  }
+}
+
+// Cache positions per block: about 16 KiB of keys (and then of values), a multiple of four.
+inline int64_t positions_per_block(int64_t D) { return std::max<int64_t>(4, 4096 / D / 4 * 4); }
+
+// One group of queries over one KV head's caches (k, v: position 0 of that head).
+inline void attend_group(const QueryGroup& g, const float* k, int64_t k_stride, const float* v,
+                         int64_t v_stride, int64_t D, float scale) {
+  thread_local std::vector<float> scores, acc;
+  const int64_t n_max = g.n[g.count - 1], block = positions_per_block(D);
+  scores.resize(static_cast<size_t>(g.count * n_max));
+  acc.assign(static_cast<size_t>(g.count * D), 0.0f);
+  for (int64_t j0 = 0; j0 < n_max; j0 += block)
+    score_block(g, k, k_stride, D, scale, j0, std::min(j0 + block, n_max), scores.data(), n_max);
+  float mass[kAttentionQueries];
+  float* rows[kAttentionQueries];
+  for (int64_t r = 0; r < g.count; ++r) rows[r] = scores.data() + r * n_max;
+  int64_t r = 0;
+  for (; r + 4 <= g.count; r += 4) softmax_weights<4>(rows + r, g.n + r, mass + r);
+  for (; r < g.count; ++r) softmax_weights<1>(rows + r, g.n + r, mass + r);
+  for (int64_t j0 = 0; j0 < n_max; j0 += block)
+    weigh_block(g, v, v_stride, D, j0, std::min(j0 + block, n_max), scores.data(), n_max, acc.data());
+  for (r = 0; r < g.count; ++r) {
+    const float* a = acc.data() + r * D;
+    float* o = g.out[r];
+    const F8 norm = F8{} + mass[r];
+    int64_t d = 0;
+    for (; d + 8 <= D; d += 8) store8(o + d, load8(a + d) / norm);
+    for (; d < D; ++d) o[d] = a[d] / mass[r];
+  }
+}
+
+// Arguments already checked by spec_edge::attention; query heads head_begin..head_end - 1. The
+// heads of the range that share a KV head, with every row, form one group (several where they
+// are more than kAttentionQueries).
 inline void attend(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
                    int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
   const int64_t D = q.dim, group = q.heads / k_cache.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  thread_local std::vector<float> weights;
-  weights.resize(static_cast<size_t>(start_pos + q.seq));
-  float* p = weights.data();
   for (int64_t b = 0; b < q.batch; ++b)
-    for (int64_t i = 0; i < q.seq; ++i)
-      for (int64_t h = head_begin; h < head_end; ++h) {
-        const float* qi = q.at(b, i, h);
-        const int64_t kv = h / group, n = start_pos + i + 1;
-        scores(qi, k_cache, b, kv, n, scale, p);
-        float m = p[0];
-        for (int64_t j = 1; j < n; ++j) m = p[j] > m ? p[j] : m;
-        for (int64_t j = 0; j < n; ++j) p[j] = exp_nonpositive(p[j] - m);
-        float mass = 0.0f;
-        for (int64_t j = 0; j < n; ++j) mass += p[j];
-        weighted_sum(p, v_cache, b, kv, n, mass, out.at(b, i, h));
+    for (int64_t h0 = head_begin; h0 < head_end;) {
+      const int64_t kv = h0 / group;
+      const int64_t h1 = std::min({head_end, (kv + 1) * group, h0 + kAttentionQueries});
+      const int64_t rows_per_group = kAttentionQueries / (h1 - h0);
+      for (int64_t i0 = 0; i0 < q.seq; i0 += rows_per_group) {
+        QueryGroup g;
+        for (int64_t i = i0; i < std::min(q.seq, i0 + rows_per_group); ++i)
+          for (int64_t h = h0; h < h1; ++h, ++g.count) {
+            g.q[g.count] = q.at(b, i, h);
+            g.out[g.count] = out.at(b, i, h);
+            g.n[g.count] = start_pos + i + 1;
+          }
+        attend_group(g, k_cache.at(b, 0, kv), k_cache.seq_stride, v_cache.at(b, 0, kv), v_cache.seq_stride, D,
+                     scale);
       }
+      h0 = h1;
+    }
 }
 
 }  // namespace

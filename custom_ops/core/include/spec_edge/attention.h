@@ -34,6 +34,8 @@ Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t 
 // combined pairwise, p_j = exp_nonpositive(s_j - max s) (numerics.h), out = (sum_j p_j v_j) /
 // (sum_j p_j), both sums in position order. Needs start_pos + S <= C and Hq a multiple of Hkv.
 // Inputs are activations: NaN or inf in them give meaningless outputs, never a crash.
+// The rows and the query heads that share a KV head are computed together a block of positions
+// at a time, so each KV head's caches are read once per call (attention_kernel.h).
 Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
                  int64_t start_pos, const Heads<float>& out);
 
