@@ -1,5 +1,5 @@
 // The body of spec_edge::attention, compiled once per ISA (attention.cpp: the baseline,
-// attention_avx2.cpp: -mavx2). Loops are written so the compiler vectorizes them without
+// attention_avx2.cpp: -mavx2, attention_avx512.cpp: -mavx512vl). Loops are written so the compiler vectorizes them without
 // reassociating anything: every ISA computes the same operations in the same order (the core
 // builds with -ffp-contract=off), so the bits match.
 //
@@ -30,6 +30,16 @@ namespace {
 // At most this many queries (rows x query heads of one KV head) are computed together; more
 // take further passes over the caches.
 constexpr int64_t kAttentionQueries = 64;
+
+// Registers for tiles: 32 of 256 bits with AVX-512 (F8 in ymm0-31), 16 with AVX2 or NEON (32 of
+// 128 bits), 8 with SSE2 (16 of 128 bits). The tiles change no operation of any output.
+#if defined(__AVX512VL__)
+constexpr int64_t kMaxWeighQueries = 4;
+#elif defined(__x86_64__) && !defined(__AVX__)
+constexpr int64_t kMaxWeighQueries = 1;
+#else
+constexpr int64_t kMaxWeighQueries = 2;
+#endif
 
 // Eight float lanes on every ISA (two 128-bit registers on SSE2 and NEON, one on AVX2).
 typedef float F8 __attribute__((vector_size(32)));
@@ -77,90 +87,96 @@ struct QueryGroup {
   int64_t n[kAttentionQueries];
 };
 
-// scores[r][j] = dot8(q_r, k_j) * scale for j in [j0, j1) and every query r whose n[r] > j0
-// (positions from n[r] to j1 are computed too, and never used). Where D is a multiple of 8, two
-// queries against four keys at a time: eight independent chains, each block of keys read once
-// from memory and then from L1 for every pair of queries.
-inline void score_block(const QueryGroup& g, const float* k, int64_t k_stride, int64_t D, float scale,
-                        int64_t j0, int64_t j1, float* scores, int64_t ld) {
+// scores[q][j] = dot8(x_q, k_j) * scale for j in [j0, j1) and Q queries x_q (rows of `scores`
+// ld apart), D a multiple of 8: Q queries against four keys at a time, 4Q independent chains,
+// each key loaded once for the Q queries.
+template <int Q>
+inline void score_tile(const float* const* x, const float* k, int64_t k_stride, int64_t D, float scale,
+                       int64_t j0, int64_t j1, float* scores, int64_t ld) {
+  constexpr int kAcc = Q * 4 < 8 ? 8 : Q * 4;
   const F8 scale8 = F8{} + scale;
-  int64_t r = 0;
-  if (D % 8 == 0)
-    for (; r + 2 <= g.count; r += 2) {
-      if (g.n[r + 1] <= j0) continue;  // n grows with r: both past their positions
-      const float *q0 = g.q[r], *q1 = g.q[r + 1];
-      float *s0 = scores + r * ld, *s1 = s0 + ld;
-      int64_t j = j0;
-      for (; j + 4 <= j1; j += 4) {
-        const float* kj = k + j * k_stride;
-        F8 acc[8] = {};
-        for (int64_t d = 0; d < D; d += 8) {
-          const F8 x0 = load8(q0 + d), x1 = load8(q1 + d);
-          for (int key = 0; key < 4; ++key) {
-            const F8 y = load8(kj + key * k_stride + d);
-            acc[key] += x0 * y;
-            acc[4 + key] += x1 * y;
-          }
-        }
-        const F8 sums = combine8(acc) * scale8;
-        float t[8];
-        std::memcpy(t, &sums, sizeof t);
-        std::memcpy(s0 + j, t, 4 * sizeof(float));
-        std::memcpy(s1 + j, t + 4, 4 * sizeof(float));
-      }
-      for (; j < j1; ++j) {
-        s0[j] = dot8(q0, k + j * k_stride, D) * scale;
-        s1[j] = dot8(q1, k + j * k_stride, D) * scale;
+  int64_t j = j0;
+  for (; j + 4 <= j1; j += 4) {
+    const float* kj = k + j * k_stride;
+    F8 acc[kAcc] = {};
+    for (int64_t d = 0; d < D; d += 8) {
+      F8 xq[Q];
+      for (int q = 0; q < Q; ++q) xq[q] = load8(x[q] + d);
+      for (int key = 0; key < 4; ++key) {
+        const F8 y = load8(kj + key * k_stride + d);
+        for (int q = 0; q < Q; ++q) acc[4 * q + key] += xq[q] * y;
       }
     }
+    float t[kAcc];
+    for (int c = 0; c < kAcc; c += 8) {
+      const F8 sums = combine8(acc + c) * scale8;
+      std::memcpy(t + c, &sums, sizeof sums);
+    }
+    for (int q = 0; q < Q; ++q) std::memcpy(scores + q * ld + j, t + 4 * q, 4 * sizeof(float));
+  }
+  for (; j < j1; ++j)
+    for (int q = 0; q < Q; ++q) scores[q * ld + j] = dot8(x[q], k + j * k_stride, D) * scale;
+}
+
+// scores[r][j] = dot8(q_r, k_j) * scale for j in [j0, j1) and every query r whose n[r] > j0
+// (positions from n[r] to j1 are computed too, and never used): four queries at a time, then
+// two, then one, so each block of keys is read from memory once and then from L1.
+inline void score_block(const QueryGroup& g, const float* k, int64_t k_stride, int64_t D, float scale,
+                        int64_t j0, int64_t j1, float* scores, int64_t ld) {
+  int64_t r = 0;
+  if (D % 8 == 0) {
+    for (; r + 4 <= g.count; r += 4)
+      if (g.n[r + 3] > j0) score_tile<4>(g.q + r, k, k_stride, D, scale, j0, j1, scores + r * ld, ld);
+    for (; r + 2 <= g.count; r += 2)
+      if (g.n[r + 1] > j0) score_tile<2>(g.q + r, k, k_stride, D, scale, j0, j1, scores + r * ld, ld);
+    for (; r < g.count; ++r)
+      if (g.n[r] > j0) score_tile<1>(g.q + r, k, k_stride, D, scale, j0, j1, scores + r * ld, ld);
+  }
   for (; r < g.count; ++r)
     if (g.n[r] > j0)
       for (int64_t j = j0; j < j1; ++j) scores[r * ld + j] = dot8(g.q[r], k + j * k_stride, D) * scale;
 }
 
-// a[d..d + 32) += p[j] * v_j[d..d + 32) for j in [j0, end), for two queries at once (p0, a0 and
-// p1, a1) or one (p1 == nullptr): each lane's sum in position order. Eight or four independent
-// chains, the values' loads shared.
-inline void weigh32(const float* v, int64_t v_stride, int64_t j0, int64_t end, const float* p0, float* a0,
-                    const float* p1, float* a1) {
-  F8 x[4], y[4] = {};
-  for (int c = 0; c < 4; ++c) x[c] = load8(a0 + 8 * c);
-  if (p1 != nullptr) {
-    for (int c = 0; c < 4; ++c) y[c] = load8(a1 + 8 * c);
-    for (int64_t j = j0; j < end; ++j) {
-      const float* vj = v + j * v_stride;
-      const F8 w0 = F8{} + p0[j], w1 = F8{} + p1[j];
-      for (int c = 0; c < 4; ++c) {
-        const F8 value = load8(vj + 8 * c);
-        x[c] += w0 * value;
-        y[c] += w1 * value;
-      }
-    }
-    for (int c = 0; c < 4; ++c) store8(a1 + 8 * c, y[c]);
-  } else {
-    for (int64_t j = j0; j < end; ++j) {
-      const float* vj = v + j * v_stride;
-      const F8 w0 = F8{} + p0[j];
-      for (int c = 0; c < 4; ++c) x[c] += w0 * load8(vj + 8 * c);
+// a_q[d..d + 32) += p_q[j] * v_j[d..d + 32) for j in [j0, end) and Q queries at once, each lane's
+// sum in position order: 4Q independent chains sharing the values' loads.
+template <int Q>
+inline void weigh32(const float* v, int64_t v_stride, int64_t j0, int64_t end, const float* p, int64_t ld,
+                    float* a, int64_t D) {
+  F8 x[Q][4];
+  for (int q = 0; q < Q; ++q)
+    for (int c = 0; c < 4; ++c) x[q][c] = load8(a + q * D + 8 * c);
+  for (int64_t j = j0; j < end; ++j) {
+    const float* vj = v + j * v_stride;
+    F8 w[Q];
+    for (int q = 0; q < Q; ++q) w[q] = F8{} + p[q * ld + j];
+    for (int c = 0; c < 4; ++c) {
+      const F8 value = load8(vj + 8 * c);
+      for (int q = 0; q < Q; ++q) x[q][c] += w[q] * value;
     }
   }
-  for (int c = 0; c < 4; ++c) store8(a0 + 8 * c, x[c]);
+  for (int q = 0; q < Q; ++q)
+    for (int c = 0; c < 4; ++c) store8(a + q * D + 8 * c, x[q][c]);
 }
 
 // acc[r][d] += p_r[j] * v_j[d] for j in [j0, min(j1, n[r])): each dim's sum runs in position order
-// across blocks, as if in one loop. Thirty-two dims at a time (two queries together where they
-// read the same positions), then eight, then one by one.
+// across blocks, as if in one loop. Thirty-two dims at a time (up to kMaxWeighQueries queries
+// together where they read the same positions), then eight, then one by one.
 inline void weigh_block(const QueryGroup& g, const float* v, int64_t v_stride, int64_t D, int64_t j0,
                         int64_t j1, const float* probs, int64_t ld, float* acc) {
   for (int64_t r = 0; r < g.count;) {
     const int64_t end = std::min(j1, g.n[r]);
-    const bool pair = r + 1 < g.count && g.n[r + 1] == g.n[r];
+    int64_t same = 1;  // queries from r on that read the same positions
+    while (same < kMaxWeighQueries && r + same < g.count && g.n[r + same] == g.n[r]) ++same;
+    const int64_t Q = same == 3 ? 2 : same;
     const float* p = probs + r * ld;
     float* a = acc + r * D;
     int64_t d = 0;
-    for (; d + 32 <= D; d += 32)
-      weigh32(v + d, v_stride, j0, end, p, a + d, pair ? p + ld : nullptr, pair ? a + D + d : nullptr);
-    for (int64_t q = 0; q < (pair ? 2 : 1); ++q, p += ld, a += D) {
+    for (; d + 32 <= D; d += 32) {
+      if (Q == 4) weigh32<4>(v + d, v_stride, j0, end, p, ld, a + d, D);
+      else if (Q == 2) weigh32<2>(v + d, v_stride, j0, end, p, ld, a + d, D);
+      else weigh32<1>(v + d, v_stride, j0, end, p, ld, a + d, D);
+    }
+    for (int64_t q = 0; q < Q; ++q, p += ld, a += D) {
       for (int64_t e = d; e + 8 <= D; e += 8) {
         F8 s = load8(a + e);
         for (int64_t j = j0; j < end; ++j) s += (F8{} + p[j]) * load8(v + j * v_stride + e);
@@ -172,7 +188,7 @@ inline void weigh_block(const QueryGroup& g, const float* v, int64_t v_stride, i
         a[e] = s;
       }
     }
-    r += pair ? 2 : 1;
+    r += Q;
   }
 }
 

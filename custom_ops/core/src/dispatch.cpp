@@ -40,7 +40,7 @@ bool x86_has_avx2_f16c() {
   return b & (1u << 5);  // AVX2
 }
 
-// AVX-512 F and DQ reported by cpuid, and the OS saving the opmask and ZMM registers (XCR0
+// AVX-512 F, DQ and VL reported by cpuid, and the OS saving the opmask and ZMM registers (XCR0
 // bits 5-7) as well as YMM.
 bool x86_has_avx512() {
   if (!x86_has_avx2_f16c()) return false;
@@ -49,14 +49,14 @@ bool x86_has_avx512() {
   if ((xcr0_lo & 0xe6u) != 0xe6u) return false;
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  return (b & (1u << 16)) && (b & (1u << 17));  // AVX512F, AVX512DQ
+  return (b & (1u << 16)) && (b & (1u << 17)) && (b & (1u << 31));  // AVX512F, DQ, VL
 }
 #endif
 
 // The automatic choice is the first available, and the list ends in scalar. avx512 comes after
 // avx2, so it runs only when forced: its 512-bit passes are faster where a pass computes per
 // element (verify's bound pass) but slower for the argmax that verify_greedy reads with, on the
-// hosts measured (docs/OPS.md).
+// hosts measured (docs/OPS.md). The attention kernel is the exception (attention_kernel()).
 const IsaInfo kIsas[] = {
 #if defined(__x86_64__)
 #if defined(SPEC_EDGE_HAVE_AVX2)
@@ -87,12 +87,21 @@ Isa automatic_isa() {
   return Isa::kScalar;
 }
 
+// Whether a path was forced (SPEC_EDGE_ISA or select_isa) rather than chosen automatically.
+bool& isa_forced() {
+  static bool forced = false;
+  return forced;
+}
+
 Isa& current_isa() {
   static Isa isa = [] {
     const char* forced = std::getenv("SPEC_EDGE_ISA");
     if (forced != nullptr && *forced != '\0') {
       for (const IsaInfo& info : kIsas)
-        if (std::strcmp(info.name, forced) == 0 && info.available()) return info.isa;
+        if (std::strcmp(info.name, forced) == 0 && info.available()) {
+          isa_forced() = true;
+          return info.isa;
+        }
       std::fprintf(stderr, "spec_edge: SPEC_EDGE_ISA=%s is not available here (available: %s); "
                            "using the automatic choice\n", forced, available_isas());
     }
@@ -140,6 +149,7 @@ Status select_isa(const char* name) {
                              "isa: '%s' is not available on this CPU/build; available: %s", name,
                              available_isas());
       current_isa() = info.isa;
+      isa_forced() = true;
       return Status::ok();
     }
   }
@@ -170,10 +180,21 @@ void attend_avx2(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_
                  int64_t);
 #endif
 
+#if defined(SPEC_EDGE_HAVE_AVX512)
+void attend_avx512(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&,
+                   int64_t, int64_t);
+#endif
+
 AttendFn attention_kernel() {
+#if defined(SPEC_EDGE_HAVE_AVX512)
+  // AVX-512's 32 registers only widen the attention kernel's tiles (1.5x here, the same bits), so
+  // the automatic avx2 choice takes them where the CPU has them; a forced path runs its own.
+  static const bool has_avx512 = x86_has_avx512();
+  if (current_isa() == Isa::kAvx512 || (current_isa() == Isa::kAvx2 && !isa_forced() && has_avx512))
+    return attend_avx512;
+#endif
 #if defined(SPEC_EDGE_HAVE_AVX2)
-  // The AVX-512 path runs the AVX2 attention kernel (same bits on every path).
-  if (current_isa() == Isa::kAvx2 || current_isa() == Isa::kAvx512) return attend_avx2;
+  if (current_isa() == Isa::kAvx2) return attend_avx2;
 #endif
   return attend_baseline;
 }
