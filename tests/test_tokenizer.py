@@ -8,6 +8,7 @@ import random
 import pytest
 
 import spec_edge
+from spec_edge.manifest import ProgramError
 from tokenizer_families import FAMILIES, HARD, INVALID_UTF8, random_texts, write_family
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -162,3 +163,95 @@ def test_decode_refuses_ids_outside_the_vocabulary(family):
             native.decode([0, bad])
     with pytest.raises(TypeError, match="text: expected str or bytes"):
         native.encode(["a"])
+
+
+# ---- hostile files: bounded nesting, ids checked, every error naming the file -------------------
+
+DEEP = 100_000
+
+
+def _deep_text(j: dict, key_path: list, nested: str) -> str:
+    """`j` as JSON text with the value at `key_path` replaced by the raw text `nested`."""
+    node = j
+    for key in key_path[:-1]:
+        node = node[key]
+    node[key_path[-1]] = "@@deep@@"
+    return json.dumps(j, ensure_ascii=False).replace('"@@deep@@"', nested, 1)
+
+
+@pytest.mark.parametrize("where,key_path,nested", [
+    ("normalizer Sequence", ["normalizer"],
+     '{"type": "Sequence", "normalizers": [' * DEEP + '{"type": "NFC"}' + "]}" * DEEP),
+    ("model type", ["model", "type"], "[" * DEEP + "]" * DEEP),
+    ("Split pattern", ["pre_tokenizer", "pretokenizers", 0, "pattern"], '{"Regex": ' + "[" * DEEP + "]" * DEEP + "}"),
+    ("30,000 levels", ["decoder"], "[" * 30_000 + "]" * 30_000),
+])
+def test_deeply_nested_files_are_refused_by_name(tmp_path, where, key_path, nested):
+    path = tmp_path / "tokenizer.json"
+    path.write_text(_deep_text(_family_json(tmp_path), key_path, nested))
+    with pytest.raises(ProgramError, match=r"JSON nested more than 64 levels deep") as e:
+        spec_edge.NativeTokenizer(path)
+    assert str(path) in str(e.value)
+
+
+def test_deeply_nested_configuration_files_are_refused_by_name(tmp_path):
+    path = write_family("qwen2", tmp_path)
+    for name in ("tokenizer_config.json", "generation_config.json"):
+        (tmp_path / name).write_text('{"eos_token": ' + "[" * DEEP + "]" * DEEP + "}")
+        with pytest.raises(ProgramError, match=rf"{name}: JSON nested more than 64 levels"):
+            spec_edge.NativeTokenizer(path)
+        (tmp_path / name).unlink()
+    # Nesting within the bound, and brackets inside strings, load.
+    (tmp_path / "tokenizer_config.json").write_text('{"x": ' + "[" * 60 + "]" * 60 + ', "y": "[[[[{{{{"}')
+    spec_edge.NativeTokenizer(path)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda j: j["model"]["vocab"].update(zzz=2**31 - 1), r"malformed tokenizer: id 2147483647 in a file of \d+ tokens"),
+    (lambda j: j["model"]["vocab"].update(zzz=len(j["model"]["vocab"]) + 5000),
+     r"malformed tokenizer: id \d+ in a file of \d+ tokens"),
+    (lambda j: j["model"]["vocab"].update(zzz=5.5), "vocab id 5.5 of 'zzz' is not an integer"),
+    (lambda j: j["model"]["vocab"].update(zzz="5"), "vocab id \"5\" of 'zzz' is not an integer"),
+    (lambda j: j["post_processor"]["processors"][1]["special_tokens"]["<|begin_of_text|>"].update(ids=[99999999]),
+     r"post-processor id 99999999 \(the vocabulary has \d+ ids\)"),
+    (lambda j: j["post_processor"]["processors"][1].update(
+        single=j["post_processor"]["processors"][1]["single"] + [{"SpecialToken": {"id": "END", "type_id": 0}}],
+        special_tokens={**j["post_processor"]["processors"][1]["special_tokens"],
+                        "END": {"id": "END", "ids": [99999999], "tokens": ["END"]}}),
+     r"post-processor id 99999999 \(the vocabulary has \d+ ids\)"),
+    (lambda j: j["post_processor"]["processors"][1]["special_tokens"]["<|begin_of_text|>"].update(ids=[1.5]),
+     "post-processor id 1.5 of '<|begin_of_text|>' is not an integer"),
+])
+def test_ids_in_the_file_are_checked(tmp_path, edit, message):
+    j = _family_json(tmp_path, "llama3")
+    edit(j)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(j, ensure_ascii=False))
+    with pytest.raises(ProgramError, match=message) as e:
+        spec_edge.NativeTokenizer(path)
+    assert str(path) in str(e.value)
+
+
+def test_a_byte_that_is_not_utf8_is_an_error_naming_the_file(tmp_path):
+    text = write_family("qwen2", tmp_path / "src").read_bytes()
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(text.replace(b'"vocab": {', b'"vocab": {"\xff": 0, ', 1))
+    with pytest.raises(ProgramError, match=r"tokenizer.json: not a readable tokenizer") as e:
+        spec_edge.NativeTokenizer(path)
+    assert str(path) in str(e.value) and "\ufffd" in str(e.value)  # the byte shown as U+FFFD
+
+
+def test_decode_takes_integer_ids_only_and_a_stream_survives_a_refused_push(tmp_path):
+    native = spec_edge.NativeTokenizer(write_family("qwen2", tmp_path))
+    for bad, error, message in [([3.7], TypeError, r"ids\[0\]: expected an integer, got 3.7"),
+                                (["5"], TypeError, r"ids\[0\]: expected an integer, got '5'"),
+                                ([True], TypeError, r"ids\[0\]: expected an integer, got True"),
+                                ("12", TypeError, "ids: expected a sequence of integer token ids, got str"),
+                                ([2**64], ValueError, r"ids\[0\]: expected an integer in")]:
+        with pytest.raises(error, match=message):
+            native.decode(bad)
+    ids = native.encode("hello world")
+    stream = native.stream()
+    with pytest.raises(ValueError, match="is not in the vocabulary"):
+        stream.push([99999999])
+    assert stream.push(ids) + stream.finish() == native.decode(ids, skip_special_tokens=True).encode()

@@ -32,7 +32,19 @@ int main(int argc, char** argv) {
     if (decode) {
       std::vector<int64_t> ids;
       std::istringstream in(input);
-      for (int64_t id; in >> id;) ids.push_back(id);
+      for (std::string word; in >> word;) {  // whitespace-separated decimal ids, nothing else
+        size_t used = 0;
+        long long id = -1;
+        try {
+          id = std::stoll(word, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used != word.size() || word.find_first_not_of("0123456789") != std::string::npos)
+          throw spec_edge::runner::ArgumentError("stdin: expected whitespace-separated token ids (decimal "
+                                                 "integers), got '" + word.substr(0, 40) + "'");
+        ids.push_back(id);
+      }
       const std::string text = tokenizer.decode(ids, /*skip_special_tokens=*/!keep_special);
       std::fwrite(text.data(), 1, text.size(), stdout);  // NUL bytes included
     } else {

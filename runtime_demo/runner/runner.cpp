@@ -15,6 +15,7 @@
 #include <executorch/runtime/platform/platform.h>
 #include <nlohmann/json.hpp>
 
+#include "json_file.h"
 #include "read_file.h"
 #include "sha256.h"
 #include "spec_edge/program_format.h"  // the manifest format, op versions, the round's constants
@@ -141,7 +142,9 @@ class ModuleRunner final : public Runner {
     nlohmann::json manifest;
     const std::string manifest_path = dir + "/manifest.json";
     try {
-      manifest = nlohmann::json::parse(read_file(manifest_path, kModelDirHint));
+      const std::string text = read_file(manifest_path, kModelDirHint);
+      check_json_depth(text, manifest_path);
+      manifest = nlohmann::json::parse(text);
       const nlohmann::json& format = manifest.at("format");
       if (!format.is_number_integer() || format.get<int64_t>() != kManifestFormat)
         throw RunnerError(manifest_path + ": manifest format " + manifest.at("format").dump() +

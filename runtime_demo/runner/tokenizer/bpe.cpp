@@ -29,6 +29,7 @@ Bpe::Bpe(const nlohmann::json& model, const std::function<void(const std::string
   byte_fallback_ = model.value("byte_fallback", false);
   ignore_merges_ = model.value("ignore_merges", false);
   for (const auto& [token, id] : model.at("vocab").items()) {
+    if (!id.is_number_integer()) malformed("vocab id " + id.dump() + " of '" + token + "' is not an integer");
     const int64_t i = id.get<int64_t>();
     if (i < 0 || i >= (int64_t{1} << 31)) malformed("vocab id " + std::to_string(i) + " of '" + token + "' is out of range");
     vocab_[token] = i;

@@ -10,6 +10,7 @@
 
 #include "bpe.h"
 #include "pretokenize.h"
+#include "json_file.h"
 #include "read_file.h"
 #include "spec_edge/runner.h"
 #include "spec_edge/utf8.h"
@@ -157,11 +158,11 @@ void parse_decoders(const json& j, std::vector<Decoder>& out, const Refuse& refu
 
 // The ids a post-processor puts around one sequence (add_special_tokens).
 void parse_post_processor(const json& j, std::vector<int64_t>& prefix, std::vector<int64_t>& suffix,
-                          const Refuse& refuse) {
+                          const Refuse& refuse, const Refuse& malformed) {
   if (j.is_null()) return;
   const std::string type = j.at("type");
   if (type == "Sequence") {
-    for (const auto& p : j.at("processors")) parse_post_processor(p, prefix, suffix, refuse);
+    for (const auto& p : j.at("processors")) parse_post_processor(p, prefix, suffix, refuse, malformed);
   } else if (type == "TemplateProcessing") {
     std::vector<int64_t> before, after;
     bool seen_sequence = false;
@@ -171,8 +172,10 @@ void parse_post_processor(const json& j, std::vector<int64_t>& prefix, std::vect
         continue;
       }
       const std::string name = item.at("SpecialToken").at("id");
-      for (const auto& id : j.at("special_tokens").at(name).at("ids"))
+      for (const auto& id : j.at("special_tokens").at(name).at("ids")) {
+        if (!id.is_number_integer()) malformed("post-processor id " + id.dump() + " of '" + name + "' is not an integer");
         (seen_sequence ? after : before).push_back(id.get<int64_t>());
+      }
     }
     prefix.insert(prefix.begin(), before.begin(), before.end());
     suffix.insert(suffix.end(), after.begin(), after.end());
@@ -331,12 +334,7 @@ Tokenizer Tokenizer::load(const std::string& path) {
   auto impl = std::make_shared<Impl>();
   Impl& t = *impl;
   t.path = path;
-  json j;
-  try {
-    j = json::parse(read_file(path, "the model directory needs its tokenizer"));
-  } catch (const json::exception& e) {
-    throw RunnerError(path + ": not a readable tokenizer (" + e.what() + ")");
-  }
+  const json j = parse_json(read_file(path, "the model directory needs its tokenizer"), path, "not a readable tokenizer");
   const Refuse refuse = [&](const std::string& what) { throw RunnerError(path + ": unsupported tokenizer: " + what); };
   const Refuse malformed = [&](const std::string& what) { throw RunnerError(path + ": malformed tokenizer: " + what); };
   try {
@@ -346,7 +344,7 @@ Tokenizer Tokenizer::load(const std::string& path) {
     parse_normalizers(j.value("normalizer", json()), t.normalizers, refuse);
     t.pre_tokenizers = parse_pre_tokenizers(j.value("pre_tokenizer", json()), refuse);
     t.model = std::make_unique<Bpe>(j.at("model"), refuse, malformed);
-    parse_post_processor(j.value("post_processor", json()), t.prefix, t.suffix, refuse);
+    parse_post_processor(j.value("post_processor", json()), t.prefix, t.suffix, refuse, malformed);
     t.has_decoder = !j.value("decoder", json()).is_null();
     parse_decoders(j.value("decoder", json()), t.decoders, refuse);
     // Added tokens take the model's id when it has the content, else the next free id, as
@@ -375,6 +373,12 @@ Tokenizer Tokenizer::load(const std::string& path) {
   int64_t size = 0;
   for (const auto& [token, id] : t.model->vocab()) size = std::max(size, id + 1);
   for (const AddedToken& a : t.added) size = std::max(size, a.id + 1);
+  // The id table is as long as the largest id: bounded by the tokens the file holds, so that a
+  // stray id (2^31 - 1) cannot size it.
+  const int64_t tokens = static_cast<int64_t>(t.model->vocab().size() + t.added.size());
+  if (size > tokens)
+    throw RunnerError(path + ": malformed tokenizer: id " + std::to_string(size - 1) + " in a file of " +
+                      std::to_string(tokens) + " tokens (ids are expected below the number of tokens)");
   t.id_to_token.assign(size, "");
   t.kind.assign(size, 0);
   for (const auto& [token, id] : t.model->vocab()) t.id_to_token[id] = token, t.kind[id] = 1;
@@ -385,19 +389,18 @@ Tokenizer Tokenizer::load(const std::string& path) {
     t.id_to_token[a.id] = a.normalized ? t.normalize(a.content) : a.content;
     t.kind[a.id] = a.special ? 3 : 2;
   }
-  for (int64_t id : t.prefix)
-    if (id < 0 || id >= size) throw RunnerError(path + ": malformed tokenizer: post-processor id " + std::to_string(id));
+  for (const std::vector<int64_t>* ids : {&t.prefix, &t.suffix})
+    for (int64_t id : *ids)
+      if (id < 0 || id >= size)
+        throw RunnerError(path + ": malformed tokenizer: post-processor id " + std::to_string(id) + " (the vocabulary has " +
+                          std::to_string(size) + " ids)");
 
   // BOS and EOS from the checkpoint's configuration files beside tokenizer.json, when present.
   const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   const auto config = [&](const std::string& name) -> json {
-    std::ifstream in(dir + "/" + name);
-    if (!in) return json();
-    try {
-      return json::parse(in);
-    } catch (const json::exception& e) {
-      throw RunnerError(dir + "/" + name + ": not readable JSON (" + e.what() + ")");
-    }
+    const std::string config_path = dir + "/" + name;
+    return file_exists(config_path) ? parse_json(read_file(config_path, "the tokenizer's configuration"), config_path)
+                                    : json();
   };
   const json tok_config = config("tokenizer_config.json"), gen_config = config("generation_config.json");
   const auto add_eos = [&](int64_t id) {
@@ -476,8 +479,10 @@ int64_t Tokenizer::bos_id() const { return impl_->bos; }
 const std::vector<int64_t>& Tokenizer::eos_ids() const { return impl_->eos; }
 
 std::string TextStream::push(const std::vector<int64_t>& ids) {
-  ids_.insert(ids_.end(), ids.begin(), ids.end());
-  const std::string text = tokenizer_.impl_->decode(ids_, skip_special_, /*hold_tail=*/true);
+  std::vector<int64_t> all = ids_;  // kept only once decoded: a refused id leaves the stream as it was
+  all.insert(all.end(), ids.begin(), ids.end());
+  const std::string text = tokenizer_.impl_->decode(all, skip_special_, /*hold_tail=*/true);
+  ids_ = std::move(all);
   const size_t complete = unicode::complete_prefix(text);
   if (complete <= printed_) return "";
   std::string out = text.substr(printed_, complete - printed_);

@@ -19,7 +19,9 @@ namespace spec_edge::runner {
 // A model directory, manifest, program or argument the runner cannot use; the message names it.
 class RunnerError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  // The message as valid UTF-8 (ill-formed bytes quoted from a file read as U+FFFD), so that
+  // every front end can show it (Python's str, Java's String).
+  explicit RunnerError(const std::string& what);
 };
 
 // An argument of generate (prompt, max_new, sampling) out of range; the message names it.
