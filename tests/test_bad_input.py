@@ -84,6 +84,8 @@ VERIFY_CASES = [
     ("seed dtype", dict(seed=torch.tensor(1.5)), TypeError, r"seed: expected an integer tensor"),
     # Python values, converted before the op is called.
     ("seed float", dict(seed=1.5), TypeError, r"seed: expected an integer, got 1.5"),
+    ("seed bool", dict(seed=True), TypeError, r"seed: expected an integer, got True"),
+    ("temperature bool", dict(temperature=True), TypeError, r"temperature: expected a number, got True"),
     ("seed beyond int64", dict(seed=2**64), ValueError, r"seed: 18446744073709551616 does not fit torch.int64"),
     ("offset beyond int64", dict(offset=-2**63 - 1), ValueError, r"offset: -9223372036854775809 does not fit"),
     ("temperature text", dict(temperature="hot"), TypeError, r"temperature: expected a number or a tensor, got str"),
@@ -149,6 +151,7 @@ FILTER_CASES = [
     ("top_k per row", dict(top_k=torch.tensor([0, 1, -5])), ValueError, r"top_k\[2\] = -5"),
     ("top_k dtype", dict(top_k=torch.tensor(1.0)), TypeError, r"top_k: expected an integer tensor"),
     ("top_k float", dict(top_k=2.5), TypeError, r"top_k: expected an integer, got 2.5"),
+    ("top_k bool", dict(top_k=True), TypeError, r"top_k: expected an integer, got True"),
     ("top_p text", dict(top_p="high"), TypeError, r"top_p: expected a number or a tensor, got str"),
     ("top_p zero", dict(top_p=0.0), ValueError, r"top_p\[0\] = 0: expected a value in \(0, 1\]"),
     ("top_p above 1", dict(top_p=1.5), ValueError, r"top_p\[0\] = 1.5"),

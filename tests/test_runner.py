@@ -234,6 +234,24 @@ def test_one_generation_at_a_time_per_instance(pair, loop):
      "filters.top_p: expected a number"),
     (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4, filters=spec_edge.Filters(top_k=2.5)), TypeError,
      "filters.top_k: expected an integer, got 2.5"),
+    # integers beyond what the runner holds, and ids that are not integers: named, never truncated
+    (lambda d: spec_edge.NativeRunner(d / "pair", k=2**40), ValueError, r"k: expected an integer in \[-2147483648, "),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4, seed=2**64), ValueError,
+     r"seed: expected an integer in \[-9223372036854775808, 9223372036854775807\], got 18446744073709551616"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 2**64), ValueError, "max_new: expected an integer in"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1], 4, eos_token_id=2**63), ValueError,
+     "eos_token_id: expected an integer in"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1, 2**63], 4), ValueError,
+     r"prompt_ids\[1\]: expected an integer in"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate([1.9, 2.2], 4), TypeError,
+     r"prompt_ids\[0\]: expected an integer, got 1.9"),
+    (lambda d: spec_edge.NativeRunner(d / "pair").generate("12", 4), TypeError,
+     "prompt_ids: expected a sequence of integer token ids, got str"),
+    (lambda d: PteSpeculativeDecoder(d / "pair").generate([1.9, 2.2], 4), TypeError,
+     r"prompt_ids\[0\]: expected an integer, got 1.9"),
+    (lambda d: PteSpeculativeDecoder(d / "pair").generate("12", 4), TypeError,
+     "prompt_ids: expected a sequence of integer token ids, got str"),
+    (lambda d: PteSpeculativeDecoder(d / "pair").generate([1], 4, seed=2**64), ValueError, "seed: expected an integer in"),
 ])
 def test_native_runner_bad_input(pair, call, error, message):
     with pytest.raises(error, match=message):
@@ -479,6 +497,30 @@ def test_the_runners_tokenizer_matches_tokenizers_on_every_family(build, family,
     ids = [rng.randrange(reference.get_vocab_size()) for _ in range(2000)]
     back = build.run(str(path), "--decode", "--keep-special", tool="spec-edge-tokenize", stdin=" ".join(map(str, ids)).encode())
     assert back.stdout.decode() == reference.decode(ids, skip_special_tokens=False)
+
+
+@every_build
+def test_the_tokenizer_tool_refuses_hostile_files_and_loose_ids(build, tmp_path):
+    """A file nested 100,000 deep, a vocabulary id of 2^31 - 1: a message naming the file and exit
+    status 1, not a crash; --decode reads whitespace-separated decimal ids and nothing else."""
+    source = json.loads((DEFAULT_PAIR / "target" / "tokenizer.json").read_text())
+    deep = tmp_path / "deep" / "tokenizer.json"
+    deep.parent.mkdir()
+    deep.write_text(json.dumps(source).replace('"normalizer": null', '"normalizer": ' + "[" * 100_000 + "]" * 100_000))
+    huge = tmp_path / "huge" / "tokenizer.json"
+    huge.parent.mkdir()
+    source["model"]["vocab"]["zzz"] = 2**31 - 1
+    huge.write_text(json.dumps(source))
+    for path, message in [(deep, "JSON nested more than 64 levels deep"), (huge, "id 2147483647 in a file of")]:
+        result = build.run(str(path), tool="spec-edge-tokenize", stdin=b"hello", check=False)
+        assert result.returncode == 1 and f"{path}: " in result.stderr.decode() and message in result.stderr.decode()
+    good = str(DEFAULT_PAIR / "target" / "tokenizer.json")
+    for ids in (b"5 x 6", b"5,6,7", b"5 -6", b"5 6.0", b"99999999999999999999"):
+        result = build.run(good, "--decode", tool="spec-edge-tokenize", stdin=ids, check=False)
+        assert result.returncode == 1 and result.stdout == b"", ids
+        assert "stdin: expected whitespace-separated token ids" in result.stderr.decode(), ids
+    assert build.run(good, "--decode", tool="spec-edge-tokenize", stdin=b" 5\n6\t7 ").stdout == \
+        Tokenizer.from_file(good).decode([5, 6, 7]).encode()
 
 
 @every_build

@@ -21,7 +21,7 @@ from ._native import native_library
 from .drafters import Drafting
 from .ops import Filters
 from .stats import GenerationStats
-from .runtime import eos_ids, integer, one_call_at_a_time, sampling_settings
+from .runtime import eos_ids, integer, one_call_at_a_time, sampling_settings, token_ids
 
 _extension = None
 
@@ -53,7 +53,7 @@ class NativeRunner:
     def __init__(self, model_dir: str | Path, k: int | None = None, drafter: str = "model", **drafting):
         self.drafting = Drafting(drafter, **drafting)
         self.drafting.check()
-        self._runner = _load_extension().Runner(str(model_dir), None if k is None else integer(k, "k"),
+        self._runner = _load_extension().Runner(str(model_dir), None if k is None else integer(k, "k", -2**31, 2**31 - 1),
                                                 **asdict(self.drafting))
         self.dir = Path(model_dir)
         self.k, self.max_k = self._runner.k, self._runner.max_k
@@ -71,7 +71,7 @@ class NativeRunner:
         call at a time per instance: a second one, from another thread or from ``on_tokens``,
         raises RuntimeError (``stop`` is allowed from both); separate instances run in parallel.
         """
-        tokens = self._runner.generate([int(t) for t in prompt_ids], integer(max_new, "max_new"),
+        tokens = self._runner.generate(token_ids(prompt_ids, "prompt_ids"), integer(max_new, "max_new"),
                                        self._sampling(temperature, filters, seed), bool(speculative),
                                        eos_ids(eos_token_id), on_tokens)
         self.stats = GenerationStats(**self._runner.stats())
@@ -86,7 +86,7 @@ class NativeRunner:
         ``decode_step_seconds`` and, in decode steps, ``draft_step_cost`` and ``verify_costs``:
         the settings to load the runner with (``NativeRunner(dir, adaptive_k=True,
         draft_step_cost=..., verify_costs=...)``)."""
-        return self._runner.measure_step_costs([int(t) for t in prompt_ids], self._sampling(temperature, filters, 0),
+        return self._runner.measure_step_costs(token_ids(prompt_ids, "prompt_ids"), self._sampling(temperature, filters, 0),
                                                integer(repeats, "repeats"))
 
     def _sampling(self, temperature: float, filters: Filters, seed: int):
@@ -135,7 +135,7 @@ class NativeTokenizer:
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         """The text of ``ids``; an id outside ``[0, vocab_size)`` is a ``ValueError``."""
-        return self._tokenizer.decode([int(t) for t in ids], bool(skip_special_tokens))
+        return self._tokenizer.decode(token_ids(ids, "ids"), bool(skip_special_tokens))
 
     def pre_tokenize(self, text: str | bytes) -> list[str]:
         """The words the model encodes, after added tokens, normalizers and pre-tokenizers (an

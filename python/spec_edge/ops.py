@@ -215,6 +215,8 @@ def _param(value, dtype: torch.dtype, name: str) -> torch.Tensor:
     and a float beyond float32, through ``torch.tensor``. Conversion errors name the argument."""
     if isinstance(value, torch.Tensor):
         return value
+    if isinstance(value, bool):  # an int to Python, a mistake here (seed=True)
+        raise TypeError(f"{name}: expected {'a number' if dtype.is_floating_point else 'an integer'}, got {value!r}")
     if isinstance(value, float) and not dtype.is_floating_point:
         raise TypeError(f"{name}: expected an integer, got {value!r}")
     if isinstance(value, float) and dtype == torch.float32:

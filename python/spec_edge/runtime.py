@@ -39,11 +39,30 @@ from .stats import GenerationStats
 
 
 
-def integer(value, name: str) -> int:
-    """An int argument as an int: a float (2.9) or a bool is a TypeError naming it, never truncated."""
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
+
+def integer(value, name: str, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
+    """An int argument as an int: a float (2.9), a bool or a string is a TypeError naming it,
+    never truncated; outside ``[lo, hi]`` (int64 by default, what the programs and the runner
+    hold) a ValueError naming it."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise TypeError(f"{name}: expected an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: expected an integer in [{lo}, {hi}], got {value}")
     return int(value)
+
+
+def token_ids(ids, name: str) -> list[int]:
+    """A sequence of token ids as a list of ints by :func:`integer`'s rule: a string ("12"), or a
+    float or a bool among the ids, is a TypeError naming ``name`` (never read as ``[1, 2]``)."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() != 1 or ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise TypeError(f"{name}: expected a 1-D integer tensor, got {ids.dtype} of shape {list(ids.shape)}")
+        ids = ids.tolist()
+    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__"):
+        raise TypeError(f"{name}: expected a sequence of integer token ids, got {type(ids).__name__}")
+    return [integer(t, f"{name}[{i}]") for i, t in enumerate(ids)]
 
 
 def sampling_settings(vocab_size: int, temperature, filters: Filters) -> tuple[float, int, float, float, float]:
@@ -73,7 +92,7 @@ def eos_ids(eos_token_id) -> list[int]:
     for t in ids:
         if not isinstance(t, numbers.Integral) or isinstance(t, bool):
             raise TypeError(f"eos_token_id: expected an int or a list of ints, got {t!r}")
-    return [int(t) for t in ids]
+    return [integer(t, "eos_token_id") for t in ids]
 
 def one_call_at_a_time(method):
     """Refuses (RuntimeError) a second call of ``method`` on an instance while one runs, from
@@ -307,7 +326,7 @@ class PteSpeculativeDecoder:
         instance: a second one from another thread raises RuntimeError."""
         stop_ids = eos_ids(eos_token_id)
         max_new, seed = integer(max_new, "max_new"), integer(seed, "seed")
-        prompt = [int(t) for t in prompt_ids]
+        prompt = token_ids(prompt_ids, "prompt_ids")
         if not prompt:
             raise ValueError("prompt_ids: expected at least one token")
         if any(not 0 <= t < self.vocab_size for t in prompt):
