@@ -4,8 +4,8 @@ heads over 2 KV heads of 128, each layer its own cache) over 1, 5 and 9 rows (a 
 verify step at K=4 and at K=8) as the context grows to 8,192 positions. The pool splits the
 query heads between its threads; each head is computed alone, so the outputs are the same bits
 (checked). Beside it: the bytes of cache the call must read against this machine's copy
-bandwidth (measured here), and PyTorch's eager scaled_dot_product_attention over the same
-caches on the same threads.
+bandwidth (measured here), the same program with float16 caches, and PyTorch's eager
+scaled_dot_product_attention over the same caches on the same threads.
 
 Usage: python bench/bench_attention.py [--write docs/BENCHMARKS.md]
 """
@@ -33,11 +33,11 @@ ops = torch.ops.spec_edge
 class Attention(torch.nn.Module):
     """Each layer writes the new rows' keys and values into its cache and attends over it."""
 
-    def __init__(self, max_context: int):
+    def __init__(self, max_context: int, dtype: torch.dtype):
         super().__init__()
         for layer in range(LAYERS):
             for name in ("k", "v"):
-                self.register_buffer(f"{name}{layer}", torch.zeros(1, max_context, KV_HEADS, DIM))
+                self.register_buffer(f"{name}{layer}", torch.zeros(1, max_context, KV_HEADS, DIM, dtype=dtype))
 
     def forward(self, q, kv, input_pos):
         start = input_pos[0].item()
@@ -81,18 +81,21 @@ def main():
     max_context = max(CONTEXTS) + max(ROWS)
     rows = torch.export.Dim("rows", min=1, max=max(ROWS))
     example = (torch.zeros(1, 2, HEADS, DIM), torch.zeros(1, 2, KV_HEADS, DIM), torch.tensor([0]))
-    exported = _export(Attention(max_context), example, ({1: rows}, {1: rows}, None))
-    with tempfile.TemporaryDirectory() as tmp:
-        data = _lower({"forward": exported}, Path(tmp) / "attention.pte", False, {})
-    method = Runtime.get().load_program(data).load_method("forward")
+    programs, methods = [], {}
+    for dtype in (torch.float32, torch.float16):  # the programs' caches: float32 and float16
+        exported = _export(Attention(max_context, dtype), example, ({1: rows}, {1: rows}, None))
+        with tempfile.TemporaryDirectory() as tmp:
+            programs.append(Runtime.get().load_program(_lower({"forward": exported}, Path(tmp) / "a.pte", False, {})))
+        methods[dtype] = programs[-1].load_method("forward")
+    method = methods[torch.float32]
     pool = portable_lib._threadpool_get_thread_count()
     bandwidth = copy_bandwidth()
     torch.set_num_threads(pool)
     caches = [torch.randn(1, max_context, KV_HEADS, DIM) for _ in range(2 * LAYERS)]
     g = torch.Generator().manual_seed(0)
     table = [f"| context | rows | one thread | the pool ({pool} threads) | speedup | cache bytes | bound at "
-             f"{bandwidth / 1e9:.0f} GB/s | pool / bound | eager SDPA ({pool} threads) | SDPA / pool |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"{bandwidth / 1e9:.0f} GB/s | pool / bound | float16 caches (pool) | float32 / float16 | "
+             f"eager SDPA ({pool} threads) | SDPA / pool |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for context in CONTEXTS:
         for n in ROWS:
             inputs = [torch.randn(1, n, HEADS, DIM, generator=g), torch.randn(1, n, KV_HEADS, DIM, generator=g),
@@ -103,12 +106,13 @@ def main():
                 outputs[threads] = method.execute(inputs)[0]
                 ms[threads] = time_ms(lambda: method.execute(inputs), 20)
             assert torch.equal(outputs[1], outputs[pool]), "the pool changed the bits"
+            half = time_ms(lambda: methods[torch.float16].execute(inputs), 20)
             cache_bytes = LAYERS * 2 * (context + n) * KV_HEADS * DIM * 4
             bound = 1e3 * cache_bytes / bandwidth
             peer = sdpa_ms(context, n, caches, inputs[0])
             table.append(f"| {context} | {n} | {ms[1]:.1f} ms | {ms[pool]:.1f} ms | {ms[1] / ms[pool]:.2f}x | "
-                         f"{cache_bytes / 2**20:.0f} MiB | {bound:.1f} ms | {ms[pool] / bound:.1f} | {peer:.1f} ms | "
-                         f"{peer / ms[pool]:.1f}x |")
+                         f"{cache_bytes / 2**20:.0f} MiB | {bound:.1f} ms | {ms[pool] / bound:.1f} | {half:.1f} ms | "
+                         f"{ms[pool] / half:.2f}x | {peer:.1f} ms | {peer / ms[pool]:.1f}x |")
     portable_lib._unsafe_reset_threadpool(pool)
     body = "\n".join([
         "## Attention on the runtime's threads (`bench/bench_attention.py`)\n",
@@ -117,7 +121,8 @@ def main():
         f"before wrote: the arithmetic does not depend on the values), median of 20 calls; the same bits on one "
         f"thread and on the pool (checked). {os.cpu_count()} cores. The bound is the float32 caches' bytes "
         f"(keys and values, every layer, up to the last row's position) over the bandwidth of a 512 MiB copy "
-        f"measured in the same process; eager SDPA is PyTorch's grouped-query "
+        f"measured in the same process; the float16 column is the same program with float16 caches (half "
+        f"the bytes); eager SDPA is PyTorch's grouped-query "
         f"`scaled_dot_product_attention` over the same caches with the causal mask of the rows, median of "
         f"10.\n", *table])
     print(body)

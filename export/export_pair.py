@@ -15,7 +15,7 @@ the pipeline).
             [--quantize-draft 8da8w] [--quantize-embedding 4,32]
             [--keep-gguf-precision [--four-bit-output]]
             [--draft-vocab 32768 [--draft-vocab-corpus FILE...]]
-            [--prefill-chunk 32]
+            [--prefill-chunk 32] [--kv-cache fp32|fp16]
 
 The target's verify step takes any K up to --k; the runtime picks one per run.
 """
@@ -63,6 +63,9 @@ def main(argv=None):
     parser.add_argument("--k", type=int, default=4, help="most draft tokens per round")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--prefill-chunk", type=int, default=32)
+    parser.add_argument("--kv-cache", choices=["fp32", "fp16"],
+                        help="the programs' KV caches (default: fp16 from GGUF files and checkpoints, fp32 from "
+                        "configs): float16 halves the bytes a long context's steps read and the programs hold")
     parser.add_argument("--no-xnnpack", action="store_true", help="portable kernels only")
     parser.add_argument("--tokenizer", help="tokenizer.json to ship with config-given models "
                         "(checkpoints ship their own)")
@@ -107,6 +110,8 @@ def main(argv=None):
                    draft_group_size=args.draft_group_size,
                    quantize_embedding=args.quantize_embedding, draft_vocab=args.draft_vocab,
                    draft_vocab_corpus=args.draft_vocab_corpus)
+    if args.kv_cache is not None:
+        options["kv_cache"] = args.kv_cache
     try:
         if args.gguf_target:
             from spec_edge.gguf_checkpoint import export_gguf_pair

@@ -85,6 +85,33 @@ def test_update_cache_writes_exactly_the_rows_at_the_position():
     assert torch.equal(cache[:, 9], value[:, 0])
 
 
+def test_a_float16_cache_holds_each_value_rounded_as_torch_rounds_it():
+    g = torch.Generator().manual_seed(4)
+    bits = torch.randint(-2**31, 2**31, (1, 4096, 2, 64), generator=g, dtype=torch.int64).to(torch.int32)
+    value = bits.view(torch.float32).clone()  # every float32 pattern: subnormals, inf, NaN, huge
+    value[0, :8, 0, :6] = torch.tensor([65504.0, 65519.99, 65520.0, 2.0**-25, 2.0**-24 * 1.5, -0.0])
+    cache = torch.zeros(1, 4100, 2, 64, dtype=torch.float16)
+    ops.update_cache(value, cache, 3)
+    want = value.half()
+    finite = ~torch.isnan(want)
+    assert torch.equal(cache[:, 3:4099][finite].view(torch.int16), want[finite].view(torch.int16))
+    assert torch.isnan(cache[:, 3:4099][~finite]).all()
+    assert not cache[:, :3].any() and not cache[:, 4099:].any()
+
+
+@pytest.mark.parametrize("S,Hq,Hkv,D,C,start", [(5, 12, 2, 128, 700, 600), (9, 16, 2, 64, 300, 250), (3, 6, 3, 17, 40, 30)])
+def test_attention_over_float16_caches_is_attention_over_the_floats_they_hold(S, Hq, Hkv, D, C, start):
+    g = torch.Generator().manual_seed(S)
+    q = torch.randn(1, S, Hq, D, generator=g)
+    k_cache, v_cache = torch.randn(2, 1, C, Hkv, D, generator=g).half()
+    got = ops.attention(q, k_cache, v_cache, start)
+    assert torch.equal(got, ops.attention(q, k_cache.float(), v_cache.float(), start))
+    torch.testing.assert_close(got.double(), reference(q, k_cache.float(), v_cache.float(), start), atol=2e-6,
+                               rtol=1e-5)
+    with pytest.raises(TypeError, match=r"v_cache: expected the dtype of k_cache \(Half\), got Float"):
+        ops.attention(q, k_cache, v_cache.float(), start)
+
+
 @pytest.mark.parametrize("call,message", [
     (lambda q, c: ops.attention(q, c, c, 8), r"start_pos: expected 0 <= start_pos and start_pos \+ 3"),
     (lambda q, c: ops.attention(q, c, c, -1), "start_pos"),
@@ -95,7 +122,8 @@ def test_update_cache_writes_exactly_the_rows_at_the_position():
     (lambda q, c: ops.attention(q.double(), c, c, 0), "q: unsupported dtype"),
     (lambda q, c: ops.update_cache(q, c, 8), "start_pos"),
     (lambda q, c: ops.update_cache(q[:, :, :2], c, 0), "cache: expected 2 heads"),
-    (lambda q, c: ops.update_cache(q, c.double(), 0), "cache: unsupported dtype"),
+    (lambda q, c: ops.update_cache(q, c.double(), 0), "cache: unsupported dtype Double; expected float32 or float16"),
+    (lambda q, c: ops.attention(q, c.bfloat16(), c.bfloat16(), 0), "k_cache: unsupported dtype BFloat16; expected"),
     (lambda q, c: ops.update_cache(q, c[..., ::2], 0), "value|cache"),
 ])
 def test_bad_input_is_refused_by_name(call, message):
@@ -109,10 +137,10 @@ def test_bad_input_is_refused_by_name(call, message):
 class CachedAttention(torch.nn.Module):
     """One attention step: write k, v at the position, attend over the cache."""
 
-    def __init__(self):
+    def __init__(self, dtype=torch.float32):
         super().__init__()
-        self.register_buffer("k_cache", torch.zeros(1, 12, 2, 16))
-        self.register_buffer("v_cache", torch.zeros(1, 12, 2, 16))
+        self.register_buffer("k_cache", torch.zeros(1, 12, 2, 16, dtype=dtype))
+        self.register_buffer("v_cache", torch.zeros(1, 12, 2, 16, dtype=dtype))
 
     def forward(self, q, k, v, input_pos):
         start = input_pos[0].item()
@@ -121,7 +149,8 @@ class CachedAttention(torch.nn.Module):
         return ops.attention(q, self.k_cache, self.v_cache, start)
 
 
-def test_cached_attention_runs_through_executorch_like_eager(tmp_path):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_cached_attention_runs_through_executorch_like_eager(tmp_path, dtype):
     pytest.importorskip("executorch")
     import spec_edge.export as se_export
     from spec_edge.executorch import load
@@ -129,11 +158,11 @@ def test_cached_attention_runs_through_executorch_like_eager(tmp_path):
     from executorch.runtime import Runtime
     n = torch.export.Dim("n", min=1, max=4)
     example = (torch.zeros(1, 2, 4, 16), torch.zeros(1, 2, 2, 16), torch.zeros(1, 2, 2, 16), torch.tensor([0]))
-    exported = se_export._export(CachedAttention(), example, ({1: n}, {1: n}, {1: n}, None))
+    exported = se_export._export(CachedAttention(dtype), example, ({1: n}, {1: n}, {1: n}, None))
     data = se_export._lower({"forward": exported}, tmp_path / "attention.pte", False, {})
     program = Runtime.get().load_program(data)
     method = program.load_method("forward")
-    eager = CachedAttention()
+    eager = CachedAttention(dtype)
     g = torch.Generator().manual_seed(3)
     for pos, length in [(0, 3), (3, 1), (4, 4), (8, 2)]:  # a prompt, decode steps, a verify chunk
         args = [torch.randn(1, length, 4, 16, generator=g), torch.randn(1, length, 2, 16, generator=g),

@@ -156,14 +156,16 @@ def test_the_tokenizer_from_gguf_metadata_tokenizes_as_the_original(tmp_path, fa
 @pytest.fixture(scope="module")
 def gguf_pair(tmp_path_factory):
     """A tied llama Q8_0 target and an untied qwen2 F16 draft sharing a tokenizer, exported by
-    the command line."""
+    the command line with float32 caches (``pte``, compared with transformers' float32) and with
+    the default float16 ones (``pte16``)."""
     root = tmp_path_factory.mktemp("gguf")
     target = write_gguf(root / "target.gguf", random_model("llama", seed=1), TOKENIZER, **QWEN2, kind=Q.Q8_0)
     draft = write_gguf(root / "draft.gguf", random_model("qwen2", seed=2), TOKENIZER, **QWEN2, kind=Q.F16)
-    result = subprocess.run([sys.executable, str(ROOT / "export" / "export_pair.py"), "--gguf-target", str(target),
-                             "--gguf-draft", str(draft), "--k", "4", "--max-context", "96", "--out", str(root / "pte")],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
+    for out, flags in (("pte", ["--kv-cache", "fp32"]), ("pte16", [])):
+        result = subprocess.run([sys.executable, str(ROOT / "export" / "export_pair.py"), "--gguf-target",
+                                 str(target), "--gguf-draft", str(draft), "--k", "4", "--max-context", "96",
+                                 "--out", str(root / out), *flags], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
     return root
 
 
@@ -192,6 +194,23 @@ def test_a_gguf_pair_runs_as_pte_and_matches_transformers(gguf_pair):
     files = sorted(p.name for p in (gguf_pair / "pte").iterdir())
     assert files == ["draft.pte", "generation_config.json", "manifest.json", "target.pte", "tokenizer.json",
                      "tokenizer_config.json", "verify.pte"]
+
+
+def test_a_gguf_pair_exports_float16_caches_by_default(gguf_pair):
+    """The default for GGUF files: float16 caches, the target's logits within 2e-3 of
+    transformers' float32 (against 1e-4 with float32 caches), decoding exact with respect to it."""
+    manifest = json.loads((gguf_pair / "pte16" / "manifest.json").read_text())
+    assert manifest["kv_cache"] == "fp16" and json.loads((gguf_pair / "pte" / "manifest.json").read_text())[
+        "kv_cache"] == "fp32"
+    reference = transformers.AutoModelForCausalLM.from_pretrained(gguf_pair, gguf_file="target.gguf",
+                                                                  dtype=torch.float32).eval()
+    prompt = IDS[0, :12].tolist()
+    dec = PteSpeculativeDecoder(gguf_pair / "pte16")
+    with torch.no_grad():
+        want = reference(input_ids=torch.tensor([prompt[:5]])).logits
+    error = float((dec.target_logits(torch.tensor([prompt[:5]]), torch.tensor([0])) - want).abs().max())
+    assert 0 < error < 2e-3, error
+    assert dec.generate(prompt, 24) == dec.generate(prompt, 24, speculative=False)
 
 
 def test_bad_gguf_files_are_named(tmp_path):

@@ -89,7 +89,7 @@ def test_the_real_smollm2_file_exported_decodes_as_transformers(tmp_path, reques
     from spec_edge.runtime import PteSpeculativeDecoder
     path = present("smollm2-135m")
     long_test(request)
-    out = export_gguf_pair(path, path, 4, tmp_path / "pte", max_context_len=128, progress=False)
+    out = export_gguf_pair(path, path, 4, tmp_path / "pte", max_context_len=128, kv_cache="fp32", progress=False)
     from tokenizers import Tokenizer
     prompt = Tokenizer.from_file(str(out / "tokenizer.json")).encode(CODE_PROMPT).ids
     want = transformers_model(path).generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False)

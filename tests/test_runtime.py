@@ -395,6 +395,39 @@ def test_a_program_with_the_same_source_and_settings_is_reused(tmp_path, capsys)
     assert PteSpeculativeDecoder(tmp_path).generate(PROMPT, 8) == dec.generate(PROMPT, 8)
 
 
+def test_float16_kv_caches(tmp_path, capsys):
+    """kv_cache="fp16": both programs keep their caches in float16 (the bytes said at export and
+    in the manifest); the target's logits are the eager model's with float16 caches, and
+    speculative decoding stays exact with respect to that target in the Python loop and the C++
+    runner."""
+    from spec_edge.export import set_kv_cache_dtype
+    with pytest.raises(ValueError, match="kv_cache: expected one of fp32, fp16, got 'bf16'"):
+        export_pair(build_model(TARGET, seed=1), TARGET, build_model(DRAFT, seed=2), DRAFT, K, tmp_path / "no",
+                    kv_cache="bf16", progress=False)
+    assert not (tmp_path / "no" / "manifest.json").exists()
+    export_pair(build_model(TARGET, seed=1), TARGET, build_model(DRAFT, seed=2), DRAFT, K, tmp_path,
+                prefill_chunk=4, kv_cache="fp16", progress=True)
+    assert "KV caches (fp16, 96 positions): target 0.0 MiB, draft 0.0 MiB" in capsys.readouterr().out
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    # layers x (keys, values) x KV heads x head dim x positions x 2 bytes
+    assert manifest["kv_cache"] == "fp16"
+    assert manifest["kv_cache_bytes"] == {"target": 2 * 2 * 4 * 16 * 96 * 2, "draft": 1 * 2 * 2 * 16 * 96 * 2}
+    dec = PteSpeculativeDecoder(tmp_path)
+    tokens, pos = torch.tensor([PROMPT[:4]]), torch.tensor([0])  # a prefill chunk
+    got = dec.target["logits"].execute([tokens, pos])[0]
+    eager = {}
+    for kv_cache in ("fp16", "fp32"):
+        model = build_model(TARGET, seed=1)
+        set_kv_cache_dtype(model, kv_cache)
+        with torch.no_grad():
+            eager[kv_cache] = model(tokens, {"input_pos": pos})
+    near, far = (float((got - eager[c]).abs().max()) for c in ("fp16", "fp32"))
+    assert near < 1e-4 and far > 10 * near, (near, far)  # the control: float32 caches are further away
+    assert dec.generate(PROMPT, 40) == dec.generate(PROMPT, 40, speculative=False)
+    native = spec_edge.NativeRunner(tmp_path)
+    assert native.generate(PROMPT, 40) == dec.generate(PROMPT, 40)
+
+
 def test_the_draft_takes_its_own_group_size(tmp_path, capsys):
     """``draft_group_size`` quantizes the draft's 8da4w weights in groups of its own (here 64
     against the target's 32): the draft's program is the eager draft under that transform, the

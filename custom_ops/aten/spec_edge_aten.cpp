@@ -435,12 +435,13 @@ at::Tensor filter_logits(const at::Tensor& logits, const at::Tensor& temperature
   return out;
 }
 
-// A [B, S, H, D] float32 tensor as a core view (T = float for the tensor an op writes).
+// A [B, S, H, D] tensor as a core view: T is float (const for an input) or spec_edge::Half.
 template <class T>
 spec_edge::Heads<T> heads_view(const at::Tensor& t, const char* name) {
+  constexpr bool half = std::is_same_v<std::remove_const_t<T>, spec_edge::Half>;
   check_cpu(t, name);
-  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, name, ": unsupported dtype ", t.scalar_type(),
-                   "; expected float32");
+  TORCH_CHECK_TYPE(t.scalar_type() == (half ? at::kHalf : at::kFloat), name, ": unsupported dtype ",
+                   t.scalar_type(), "; expected ", half ? "float16" : "float32");
   TORCH_CHECK_VALUE(t.dim() == 4, name, ": expected rank 4 [B, S, H, D], got shape ", t.sizes());
   TORCH_CHECK_VALUE(t.size(3) <= 1 || t.stride(3) == 1, name,
                     ": expected a contiguous last (head dim) axis, got strides ", t.strides());
@@ -448,11 +449,20 @@ spec_edge::Heads<T> heads_view(const at::Tensor& t, const char* name) {
                              t.stride(0), t.stride(1), t.stride(2)};
 }
 
+// A KV cache is float32 or float16 (16-bit caches: half the bytes a step reads).
+bool half_cache(const at::Tensor& cache, const char* name) {
+  TORCH_CHECK_TYPE(cache.scalar_type() == at::kFloat || cache.scalar_type() == at::kHalf, name,
+                   ": unsupported dtype ", cache.scalar_type(), "; expected float32 or float16");
+  return cache.scalar_type() == at::kHalf;
+}
+
 // `out` is a one-element placeholder (the op's effect is on `cache`), as in ExecuTorch's own.
 at::Tensor& update_cache_out(const at::Tensor& value, at::Tensor& cache, int64_t start_pos, at::Tensor& out) {
   const at::Tensor v = value.dim() == 4 && value.size(3) > 1 && value.stride(3) != 1 ? value.contiguous() : value;
-  raise_if_error(spec_edge::update_cache(heads_view<const float>(v, "value"), heads_view<float>(cache, "cache"),
-                                         start_pos));
+  const auto vv = heads_view<const float>(v, "value");
+  raise_if_error(half_cache(cache, "cache")
+                     ? spec_edge::update_cache(vv, heads_view<spec_edge::Half>(cache, "cache"), start_pos)
+                     : spec_edge::update_cache(vv, heads_view<float>(cache, "cache"), start_pos));
   at::native::resize_output(out, {1});
   return out;
 }
@@ -463,6 +473,18 @@ at::Tensor update_cache(const at::Tensor& value, at::Tensor& cache, int64_t star
   return out;
 }
 
+template <class C>
+void attend(const spec_edge::ConstHeads& q, const at::Tensor& k_cache, const at::Tensor& v_cache, int64_t start_pos,
+            const spec_edge::Heads<float>& out) {
+  const auto kv = heads_view<const C>(k_cache, "k_cache"), vv = heads_view<const C>(v_cache, "v_cache");
+  raise_if_error(spec_edge::attention(q, kv, vv, start_pos, out, 0, 0));  // the checks alone
+  // The query heads split between PyTorch's intra-op threads, as the ExecuTorch kernel splits
+  // them: each head is computed alone, so every thread count gives the same bits.
+  at::parallel_for(0, q.heads, 1, [&](int64_t begin, int64_t end) {
+    spec_edge::attention(q, kv, vv, start_pos, out, begin, end);
+  });
+}
+
 at::Tensor& attention_out(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                           int64_t start_pos, at::Tensor& out) {
   const at::Tensor qc = q.dim() == 4 && q.size(3) > 1 && q.stride(3) != 1 ? q.contiguous() : q;
@@ -471,14 +493,12 @@ at::Tensor& attention_out(const at::Tensor& q, const at::Tensor& k_cache, const 
   check_cpu(out, "out");
   at::native::resize_output(out, q.sizes());
   TORCH_CHECK_VALUE(out.is_contiguous(), "out tensors must be contiguous");
-  const auto kv = heads_view<const float>(k_cache, "k_cache"), vv = heads_view<const float>(v_cache, "v_cache");
+  const bool half = half_cache(k_cache, "k_cache");
+  TORCH_CHECK_TYPE(v_cache.scalar_type() == k_cache.scalar_type(), "v_cache: expected the dtype of k_cache (",
+                   k_cache.scalar_type(), "), got ", v_cache.scalar_type());
   const auto ov = heads_view<float>(out, "out");
-  raise_if_error(spec_edge::attention(qv, kv, vv, start_pos, ov, 0, 0));  // the checks alone
-  // The query heads split between PyTorch's intra-op threads, as the ExecuTorch kernel splits
-  // them: each head is computed alone, so every thread count gives the same bits.
-  at::parallel_for(0, qv.heads, 1, [&](int64_t begin, int64_t end) {
-    spec_edge::attention(qv, kv, vv, start_pos, ov, begin, end);
-  });
+  if (half) attend<spec_edge::Half>(qv, k_cache, v_cache, start_pos, ov);
+  else attend<float>(qv, k_cache, v_cache, start_pos, ov);
   return out;
 }
 

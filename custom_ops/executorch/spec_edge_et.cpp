@@ -343,11 +343,13 @@ void filter_logits_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   }
 }
 
-// A [B, S, H, D] float32 tensor with a contiguous last axis.
+// A [B, S, H, D] tensor with a contiguous last axis: T is float (const for an input) or
+// spec_edge::Half.
 template <class T>
 bool validate_heads(const Tensor& t, const char* name, spec_edge::Heads<T>* h) {
-  if (t.dim() != 4 || t.scalar_type() != ScalarType::Float) {
-    ET_LOG(Error, "%s: expected a float32 tensor of rank 4 [B, S, H, D]", name);
+  constexpr bool half = std::is_same_v<std::remove_const_t<T>, spec_edge::Half>;
+  if (t.dim() != 4 || t.scalar_type() != (half ? ScalarType::Half : ScalarType::Float)) {
+    ET_LOG(Error, "%s: expected a %s tensor of rank 4 [B, S, H, D]", name, half ? "float16" : "float32");
     return false;
   }
   if (t.size(3) > 1 && t.strides()[3] != 1) {
@@ -359,43 +361,67 @@ bool validate_heads(const Tensor& t, const char* name, spec_edge::Heads<T>* h) {
   return true;
 }
 
+// A KV cache is float32 or float16 (16-bit caches: half the bytes a step reads).
+bool valid_cache_dtype(const Tensor& cache, const char* name) {
+  if (cache.scalar_type() == ScalarType::Float || cache.scalar_type() == ScalarType::Half) return true;
+  ET_LOG(Error, "%s: expected float32 or float16", name);
+  return false;
+}
+
+template <class C>
+bool update_cache_of(const Tensor& value_tensor, const Tensor& cache_tensor, int64_t start_pos) {
+  spec_edge::ConstHeads value;
+  spec_edge::Heads<C> cache;
+  return validate_heads(value_tensor, "value", &value) && validate_heads(cache_tensor, "cache", &cache) &&
+         ok(spec_edge::update_cache(value, cache, start_pos), "update_cache");
+}
+
 void update_cache_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::update_cache_out), InvalidArgument, );
-  spec_edge::ConstHeads value;
-  spec_edge::Heads<float> cache;
-  ET_KERNEL_CHECK(ctx, validate_heads(stack[ARG(update_cache, "value")]->toTensor(), "value", &value),
-                  InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_heads(stack[ARG(update_cache, "cache")]->toTensor(), "cache", &cache),
-                  InvalidArgument, );
+  const Tensor& value = stack[ARG(update_cache, "value")]->toTensor();
+  const Tensor& cache = stack[ARG(update_cache, "cache")]->toTensor();
+  const int64_t start_pos = stack[ARG(update_cache, "start_pos")]->toInt();
+  ET_KERNEL_CHECK(ctx, valid_cache_dtype(cache, "cache"), InvalidArgument, );
   ET_KERNEL_CHECK(ctx,
-                  ok(spec_edge::update_cache(value, cache,
-                                             stack[ARG(update_cache, "start_pos")]->toInt()),
-                     "update_cache"),
+                  cache.scalar_type() == ScalarType::Half ? update_cache_of<spec_edge::Half>(value, cache, start_pos)
+                                                          : update_cache_of<float>(value, cache, start_pos),
                   InvalidArgument, );
+}
+
+// The query heads split between ExecuTorch's threads (the pool XNNPACK's kernels run on; one
+// thread where the runtime has none): each head is computed alone, so the split leaves the bits
+// as they are.
+template <class C>
+bool attend(const spec_edge::ConstHeads& q, const Tensor& k_tensor, const Tensor& v_tensor, int64_t start_pos,
+            const spec_edge::Heads<float>& out) {
+  spec_edge::Heads<const C> k_cache, v_cache;
+  if (!validate_heads(k_tensor, "k_cache", &k_cache) || !validate_heads(v_tensor, "v_cache", &v_cache) ||
+      !ok(spec_edge::attention(q, k_cache, v_cache, start_pos, out, 0, 0), "attention"))
+    return false;
+  executorch::extension::parallel_for(0, q.heads, 1, [&](int64_t begin, int64_t end) {
+    spec_edge::attention(q, k_cache, v_cache, start_pos, out, begin, end);
+  });
+  return true;
 }
 
 void attention_out(KernelRuntimeContext& ctx, Span<EValue*> stack) {
   ET_KERNEL_CHECK(ctx, validate_stack(stack, spec_edge::schema::attention_out), InvalidArgument, );
   const Tensor& q_tensor = stack[ARG(attention, "q")]->toTensor();
-  spec_edge::ConstHeads q, k_cache, v_cache;
+  const Tensor& k_tensor = stack[ARG(attention, "k_cache")]->toTensor();
+  const Tensor& v_tensor = stack[ARG(attention, "v_cache")]->toTensor();
+  spec_edge::ConstHeads q;
   spec_edge::Heads<float> out;
   ET_KERNEL_CHECK(ctx, validate_heads(q_tensor, "q", &q), InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_heads(stack[ARG(attention, "k_cache")]->toTensor(), "k_cache", &k_cache),
-                  InvalidArgument, );
-  ET_KERNEL_CHECK(ctx, validate_heads(stack[ARG(attention, "v_cache")]->toTensor(), "v_cache", &v_cache),
-                  InvalidArgument, );
+  ET_KERNEL_CHECK(ctx, valid_cache_dtype(k_tensor, "k_cache"), InvalidArgument, );
   Tensor& out_tensor = stack[ARG(attention, "out")]->toTensor();
   ET_KERNEL_CHECK(ctx, prepare_out(out_tensor, q_tensor.sizes(), "out", ScalarType::Float), InvalidArgument, );
   ET_KERNEL_CHECK(ctx, validate_heads(out_tensor, "out", &out), InvalidArgument, );
   const int64_t start_pos = stack[ARG(attention, "start_pos")]->toInt();
-  ET_KERNEL_CHECK(ctx, ok(spec_edge::attention(q, k_cache, v_cache, start_pos, out, 0, 0), "attention"),
+  ET_KERNEL_CHECK(ctx,
+                  k_tensor.scalar_type() == ScalarType::Half
+                      ? attend<spec_edge::Half>(q, k_tensor, v_tensor, start_pos, out)
+                      : attend<float>(q, k_tensor, v_tensor, start_pos, out),
                   InvalidArgument, );
-  // The query heads split between ExecuTorch's threads (the pool XNNPACK's kernels run on; one
-  // thread where the runtime has none): each head is computed alone, so the split leaves the bits
-  // as they are. The arguments were checked above.
-  executorch::extension::parallel_for(0, q.heads, 1, [&](int64_t begin, int64_t end) {
-    spec_edge::attention(q, k_cache, v_cache, start_pos, out, begin, end);
-  });
 }
 
 // One kernel per op of op_schemas.h, each under its out form's name.

@@ -29,9 +29,11 @@ DRAFT = "qwen2.5-coder-0.5b-instruct.gguf"
 # Python sources ran 5-15% faster beside it on the code prompts, but its K sweep's speedup was
 # no higher (the verify step sets it) and it suits code only. Its weights stay 4-bit in groups
 # of 32: groups of 64 or 128 shorten its step by 18-29% but lose as much in acceptance (no size
-# won in all three runs), and 8-bit weights make it slower (docs/BENCHMARKS.md).
+# won in all three runs), and 8-bit weights make it slower (docs/BENCHMARKS.md). Its caches stay
+# float32, as every real-pair figure was measured, until bench-real measures float16's (the
+# GGUF default).
 EXPORT = dict(k=8, max_context_len=2048, quantize="8da4w", group_size=32, quantize_embedding="4,32",
-              keep_gguf_precision=True, four_bit_output=True, draft_vocab=None)
+              keep_gguf_precision=True, four_bit_output=True, draft_vocab=None, kv_cache="fp32")
 PROMPTS = [
     'def quicksort(items):\n    """Sort a list of numbers with quicksort and return a new list."""\n',
     'import json\n\n\ndef load_config(path, defaults):\n    """Read a JSON config file and fill in missing '

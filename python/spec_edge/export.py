@@ -119,6 +119,27 @@ class SDPA(torch.nn.Module):
         return out.reshape(bsz, seqlen, self.dim)
 
 
+# The programs' KV caches: float32, or float16 (half the bytes a long context's steps read and the
+# programs hold; attention reads each half as the float it is, docs/OPS.md).
+KV_CACHE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
+
+
+def set_kv_cache_dtype(model: torch.nn.Module, kv_cache: str) -> None:
+    """Gives every layer of ``model`` (from build_model) empty caches of ``kv_cache``'s dtype."""
+    dtype = KV_CACHE_DTYPES[kv_cache]
+    for module in model.modules():
+        if isinstance(module, KVCache):
+            for name in ("k_cache", "v_cache"):
+                setattr(module, name, torch.zeros_like(getattr(module, name), dtype=dtype))
+
+
+def kv_cache_bytes(config: ModelConfig, kv_cache: str) -> int:
+    """Bytes of one model's caches: keys and values of every layer over the whole context."""
+    head_dim = config.head_dim or config.dim // config.n_heads
+    per_position = 2 * config.n_layers * (config.n_kv_heads or config.n_heads) * head_dim
+    return per_position * config.max_context_len * KV_CACHE_DTYPES[kv_cache].itemsize
+
+
 def _use_spec_edge_attention(module: torch.nn.Module) -> None:
     from executorch.examples.models.llama.attention import SDPA as EtSDPA
     from executorch.examples.models.llama.attention import KVCache as EtKVCache
@@ -477,7 +498,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                 tokenizer: str | Path | None = None, progress: bool = True,
                 quantize: str | None = None, quantize_draft: str | None = None, group_size: int = 32,
                 draft_group_size: int | None = None, quantize_embedding: str | None = None,
-                quantize_linears: dict[str, str] | None = None,
+                quantize_linears: dict[str, str] | None = None, kv_cache: str = "fp32",
                 sources: dict[str, str] | None = None, draft_vocab=None, draft_vocab_corpus=None) -> Path:
     """Writes draft.pte, target.pte, verify.pte, the tokenizer (if given) and the manifest.
     ``target`` and ``draft`` are modules (exported from a copy) or zero-argument callables that
@@ -490,8 +511,10 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
     scale per row) quantizes both models' token embeddings. ``quantize_linears`` keeps named
     linears of the quantized target at higher precision than ``quantize`` (``{"output":
     "8da8w", "layers.0.feed_forward.w2": "fp32"}``; the draft's errors cost acceptance, never
-    exactness, so it has no such setting).
-    Prints each program's size, time and the peak memory so far.
+    exactness, so it has no such setting). ``kv_cache`` (``"fp32"`` or ``"fp16"``) is the
+    dtype of both programs' KV caches; the speculative output stays exact with respect to the
+    exported target whichever it is.
+    Prints each program's size, time and the peak memory so far, and the caches' bytes.
 
     ``draft_vocab`` restricts the draft's proposals to a subset of the vocabulary (a cheaper
     draft step; exact, see :mod:`spec_edge.draft_vocab`): token ids, or a number N for the N
@@ -512,6 +535,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                          f"{draft_config.max_context_len}, target {target_config.max_context_len}")
     if not 1 <= k < target_config.max_context_len:
         raise ValueError(f"k: expected 1..{target_config.max_context_len - 1}, got {k}")
+    if kv_cache not in KV_CACHE_DTYPES:
+        raise ValueError(f"kv_cache: expected one of {', '.join(KV_CACHE_DTYPES)}, got {kv_cache!r}")
     _check_quantize("quantize", quantize)
     _check_quantize("quantize_draft", quantize_draft)
     _check_group_size("group_size", group_size)
@@ -548,6 +573,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
             release_memory()  # the fp32 linears, before the embedding's temporaries
         if quantize_embedding is not None:
             quantize_token_embedding(built, quantize_embedding)
+        set_kv_cache_dtype(built, kv_cache)
         return built
 
     def key(role: str, source, config: ModelConfig) -> str | None:
@@ -561,6 +587,8 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                         lowering=LOWERING, vocab_ids=draft_ids if role == "draft" else None)
         if role == "target" and quantize_linears:  # absent when unset: earlier keys still match
             settings["linears"] = modes["target_linears"]
+        if kv_cache != "fp32":  # likewise
+            settings["kv_cache"] = kv_cache
         return sha256(json.dumps(settings, sort_keys=True).encode())
 
     keys = {"draft.pte": key("draft", draft, draft_config), "target.pte": key("target", target, target_config)}
@@ -575,7 +603,12 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
                                                         target_config, k, p, prefill_chunk, xnnpack)),
                  ("verify.pte", lambda p: export_verify(target_config.vocab_size, k, target_config, p))]
         hashes = {}
+        cache_bytes = {role: kv_cache_bytes(config, kv_cache) for role, config in (("target", target_config),
+                                                                                    ("draft", draft_config))}
         bar = tqdm(steps, desc="export", disable=not progress)
+        if progress:
+            bar.write(f"KV caches ({kv_cache}, {target_config.max_context_len} positions): target "
+                      f"{cache_bytes['target'] / 2**20:.1f} MiB, draft {cache_bytes['draft'] / 2**20:.1f} MiB")
         for name, step in bar:
             start = time.monotonic()
             if keys.get(name) is not None and reusable(out, name, keys[name]):
@@ -597,6 +630,7 @@ def export_pair(target, target_config: ModelConfig, draft, draft_config: ModelCo
         write_manifest(stage, spec_edge_version=__version__, vocab_size=target_config.vocab_size, k=k,
                        max_context_len=target_config.max_context_len, prefill_chunk=prefill_chunk,
                        xnnpack=xnnpack, quantize=modes, draft_vocab=None if draft_ids is None else len(draft_ids),
+                       kv_cache=kv_cache, kv_cache_bytes=cache_bytes,
                        programs=hashes,
                        program_keys={name: value for name, value in keys.items() if value is not None},
                        models={"target": asdict(target_config), "draft": asdict(draft_config)},

@@ -267,9 +267,10 @@ def gguf_precise_linears(path: str | Path, output: bool = True) -> dict[str, str
 
 def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, out_dir: str | Path,
                      max_context_len: int | None = None, keep_gguf_precision: bool = False,
-                     four_bit_output: bool = False, **export_options) -> Path:
+                     four_bit_output: bool = False, kv_cache: str = "fp16", **export_options) -> Path:
     """draft.pte, target.pte, verify.pte, the tokenizer and the manifest from two GGUF files
-    that share a tokenizer (``export_options``: those of ``export_pair``). ``keep_gguf_precision``
+    that share a tokenizer (``export_options``: those of ``export_pair``; KV caches in float16
+    unless ``kv_cache`` says otherwise). ``keep_gguf_precision``
     (with ``quantize``) keeps the target's weights as its file has them: the linears it stores in a
     4-bit type keep their values and scales (gguf_exact.py), those above 5 bits per weight get
     8-bit weights (``gguf_precise_linears``), the others ``quantize``'s. ``four_bit_output`` (with
@@ -297,7 +298,8 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
         # Built one at a time, each when its program is exported (unless the one in out_dir is reused).
         out = export_pair(lambda: gguf_model(target_file, target_config, keep_gguf_precision), target_config,
                           lambda: gguf_model(draft_file, draft_config), draft_config, k, out_dir,
-                          tokenizer=target_dir / "tokenizer.json", sources=sources, **export_options)
+                          tokenizer=target_dir / "tokenizer.json", sources=sources, kv_cache=kv_cache,
+                          **export_options)
     if export_options.get("progress", True):
         for name, source in (("target.pte", Path(target_file)), ("draft.pte", Path(draft_file))):
             print(f"{name}: {(out / name).stat().st_size / source.stat().st_size:.2f}x the size of {source.name}")

@@ -186,9 +186,10 @@ def check_same_tokenization(target, target_source: Path, draft, draft_source: Pa
 
 
 def export_hf_pair(target_dir: str | Path, draft_dir: str | Path, k: int, out_dir: str | Path,
-                   max_context_len: int | None = None, **export_options) -> Path:
+                   max_context_len: int | None = None, kv_cache: str = "fp16", **export_options) -> Path:
     """draft.pte, target.pte, verify.pte, tokenizer.json and the manifest from two local
-    checkpoints that share a tokenizer (``export_options``: those of ``export_pair``)."""
+    checkpoints that share a tokenizer (``export_options``: those of ``export_pair``; KV caches
+    in float16 unless ``kv_cache`` says otherwise)."""
     from .export import build_model, export_pair
     from .manifest import files_sha256
     check_same_tokenizer(target_dir, draft_dir)
@@ -201,4 +202,4 @@ def export_hf_pair(target_dir: str | Path, draft_dir: str | Path, k: int, out_di
                        target_config,
                        lambda: build_model(*load_checkpoint(draft_dir, target_config.max_context_len)),
                        draft_config, k, out_dir, tokenizer=Path(target_dir) / "tokenizer.json", sources=sources,
-                       **export_options)
+                       kv_cache=kv_cache, **export_options)

@@ -114,6 +114,70 @@ TEST(Attention, LongContextsAndQueryGroupsMatchDoublePrecisionOnEveryPath) {
   ASSERT_TRUE(select_isa(before.c_str()).is_ok());
 }
 
+// 16-bit caches: update_cache rounds to nearest even; attention reads each half as the float it
+// holds, so its output has the bits of the float32 op over those floats, on every path.
+TEST(Attention, HalfCachesGiveTheBitsOfFloatCachesHoldingTheSameValues) {
+  std::mt19937 rng(9);
+  const std::string before = active_isa();
+  const Case cases[] = {{1, 5, 12, 2, 128, 700, 650}, {1, 9, 16, 2, 64, 300, 250}, {2, 3, 6, 3, 17, 40, 30},
+                        {1, 1, 4, 1, 40, 2100, 2090}, {1, 2, 2, 2, 3, 9, 4}};
+  for (const Case& c : cases) {
+    const Tensor4 q = random(c.B, c.S, c.Hq, c.D, rng, 2.0f), k = random(c.B, c.C, c.Hkv, c.D, rng, 1.0f),
+                  v = random(c.B, c.C, c.Hkv, c.D, rng, 1.0f);
+    // The caches written through update_cache, as the programs write them.
+    std::vector<Half> k16(k.data.size()), v16(v.data.size());
+    const auto half_view = [&](std::vector<Half>& data) {
+      return Heads<Half>{data.data(), c.B, c.C, c.Hkv, c.D, c.C * c.Hkv * c.D, c.Hkv * c.D, c.D};
+    };
+    ASSERT_TRUE(update_cache(k.view(), half_view(k16), 0).is_ok());
+    ASSERT_TRUE(update_cache(v.view(), half_view(v16), 0).is_ok());
+    Tensor4 k32 = k, v32 = v;
+    for (size_t i = 0; i < k16.size(); ++i) {
+      k32.data[i] = to_float(k16[i]);
+      v32.data[i] = to_float(v16[i]);
+      ASSERT_EQ(k16[i].bits, to_half(k.data[i]).bits);
+    }
+    const auto const_half = [&](const std::vector<Half>& data) {
+      return ConstHalfHeads{data.data(), c.B, c.C, c.Hkv, c.D, c.C * c.Hkv * c.D, c.Hkv * c.D, c.D};
+    };
+    Tensor4 want(c.B, c.S, c.Hq, c.D);
+    ASSERT_TRUE(attention(q.view(), k32.view(), v32.view(), c.start, want.out()).is_ok());
+    for (const char* const* isa = available_isa_list(); *isa != nullptr; ++isa) {
+      ASSERT_TRUE(select_isa(*isa).is_ok());
+      Tensor4 got(c.B, c.S, c.Hq, c.D);
+      ASSERT_TRUE(attention(q.view(), const_half(k16), const_half(v16), c.start, got.out()).is_ok());
+      ASSERT_EQ(std::memcmp(want.data.data(), got.data.data(), want.data.size() * sizeof(float)), 0)
+          << *isa << " at S=" << c.S << " D=" << c.D;
+    }
+  }
+  ASSERT_TRUE(select_isa(before.c_str()).is_ok());
+}
+
+TEST(Attention, ToHalfRoundsToNearestEven) {
+  // Every half survives the round trip; the point halfway between two neighbours goes to the even
+  // one, and a hair above it to the upper one.
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const Half x{static_cast<uint16_t>(h)};
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0) {  // NaN: a quiet NaN of the same sign
+      const Half y = to_half(to_float(x));
+      ASSERT_EQ(y.bits & 0xfe00u, (h & 0x8000u) | 0x7e00u) << h;
+      continue;
+    }
+    ASSERT_EQ(to_half(to_float(x)).bits, h) << h;
+    if ((h & 0x7fffu) >= 0x7bffu) continue;  // the largest finite half and inf: no upper neighbour here
+    const double lo = to_float(x), hi = to_float(Half{static_cast<uint16_t>(h + 1)});
+    const float mid = static_cast<float>((lo + hi) / 2);  // exact: halves have 11 significant bits
+    ASSERT_EQ(to_half(mid).bits, (h & 1u) ? h + 1 : h) << h;
+    ASSERT_EQ(to_half(std::nextafter(mid, static_cast<float>(hi))).bits, h + 1) << h;
+    ASSERT_EQ(to_half(std::nextafter(mid, static_cast<float>(lo))).bits, h) << h;
+  }
+  EXPECT_EQ(to_half(65519.99f).bits, 0x7bffu);  // the largest half
+  EXPECT_EQ(to_half(65520.0f).bits, 0x7c00u);   // rounds past it: inf
+  EXPECT_EQ(to_half(-1e30f).bits, 0xfc00u);
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -25)).bits, 0u);  // half the smallest subnormal: ties to even (0)
+  EXPECT_EQ(to_half(std::nextafter(std::ldexp(1.0f, -25), 1.0f)).bits, 1u);
+}
+
 TEST(Attention, HeadRangesComputeTheirHeadsAloneWithTheBitsOfOneCall) {
   std::mt19937 rng(11);
   const Case c{2, 5, 6, 2, 40, 50, 33};

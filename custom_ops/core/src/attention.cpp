@@ -5,7 +5,8 @@
 namespace spec_edge {
 namespace {
 
-Status check_heads(const ConstHeads& t, const char* name) {
+template <class T>
+Status check_heads(const Heads<T>& t, const char* name) {
   if (t.data == nullptr && t.batch * t.seq * t.heads * t.dim != 0)
     return Status::error(Code::kInvalidArgument, "%s: no data", name);
   if (t.batch < 0 || t.seq < 0 || t.heads < 1 || t.dim < 1)
@@ -16,7 +17,8 @@ Status check_heads(const ConstHeads& t, const char* name) {
   return Status::ok();
 }
 
-Status check_cache(const ConstHeads& cache, const ConstHeads& x, int64_t start_pos, const char* name,
+template <class C>
+Status check_cache(const Heads<C>& cache, const ConstHeads& x, int64_t start_pos, const char* name,
                    const char* x_name) {
   SPEC_EDGE_RETURN_IF_ERROR(check_heads(cache, name));
   if (cache.batch != x.batch || cache.dim != x.dim)
@@ -33,15 +35,15 @@ Status check_cache(const ConstHeads& cache, const ConstHeads& x, int64_t start_p
   return Status::ok();
 }
 
-ConstHeads as_const(const Heads<float>& t) {
-  return ConstHeads{t.data, t.batch, t.seq, t.heads, t.dim, t.batch_stride, t.seq_stride, t.head_stride};
-}
+inline float stored(float x, float) { return x; }
+inline Half stored(float x, Half) { return to_half(x); }
 
 }  // namespace
 
-Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t start_pos) {
+template <class C>
+Status update_cache(const ConstHeads& value, const Heads<C>& cache, int64_t start_pos) {
   SPEC_EDGE_RETURN_IF_ERROR(check_heads(value, "value"));
-  SPEC_EDGE_RETURN_IF_ERROR(check_cache(as_const(cache), value, start_pos, "cache", "value"));
+  SPEC_EDGE_RETURN_IF_ERROR(check_cache(cache, value, start_pos, "cache", "value"));
   if (cache.heads != value.heads)
     return Status::error(Code::kInvalidArgument, "cache: expected %lld heads (those of value), got %lld",
                          static_cast<long long>(value.heads), static_cast<long long>(cache.heads));
@@ -49,18 +51,20 @@ Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t 
     for (int64_t i = 0; i < value.seq; ++i)
       for (int64_t h = 0; h < value.heads; ++h) {
         const float* src = value.at(b, i, h);
-        float* dst = cache.at(b, start_pos + i, h);
-        for (int64_t d = 0; d < value.dim; ++d) dst[d] = src[d];
+        C* dst = cache.at(b, start_pos + i, h);
+        for (int64_t d = 0; d < value.dim; ++d) dst[d] = stored(src[d], C{});
       }
   return Status::ok();
 }
 
-Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+template <class C>
+Status attention(const ConstHeads& q, const Heads<const C>& k_cache, const Heads<const C>& v_cache,
                  int64_t start_pos, const Heads<float>& out) {
   return attention(q, k_cache, v_cache, start_pos, out, 0, q.heads);
 }
 
-Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+template <class C>
+Status attention(const ConstHeads& q, const Heads<const C>& k_cache, const Heads<const C>& v_cache,
                  int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
   SPEC_EDGE_RETURN_IF_ERROR(check_heads(q, "q"));
   SPEC_EDGE_RETURN_IF_ERROR(check_cache(k_cache, q, start_pos, "k_cache", "q"));
@@ -79,14 +83,24 @@ Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHead
                          "got %lld, %lld",
                          static_cast<long long>(q.heads), static_cast<long long>(head_begin),
                          static_cast<long long>(head_end));
-  attention_kernel()(q, k_cache, v_cache, start_pos, out, head_begin, head_end);
+  attention_kernel<C>()(q, k_cache, v_cache, start_pos, out, head_begin, head_end);
   return Status::ok();
 }
 
+template Status update_cache(const ConstHeads&, const Heads<float>&, int64_t);
+template Status update_cache(const ConstHeads&, const Heads<Half>&, int64_t);
+template Status attention(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&);
+template Status attention(const ConstHeads&, const ConstHalfHeads&, const ConstHalfHeads&, int64_t,
+                          const Heads<float>&);
+template Status attention(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&,
+                          int64_t, int64_t);
+template Status attention(const ConstHeads&, const ConstHalfHeads&, const ConstHalfHeads&, int64_t,
+                          const Heads<float>&, int64_t, int64_t);
+
 // The baseline build of the kernel (SSE2 on x86-64, NEON on aarch64).
-void attend_baseline(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
-                     int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
-  attend(q, k_cache, v_cache, start_pos, out, head_begin, head_end);
+const AttendKernels& attend_baseline() {
+  static const AttendKernels kernels{attend<float>, attend<Half>};
+  return kernels;
 }
 
 }  // namespace spec_edge

@@ -4,8 +4,8 @@
 #include "attention_kernel.h"
 
 namespace spec_edge {
-void attend_avx512(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
-                   int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
-  attend(q, k_cache, v_cache, start_pos, out, head_begin, head_end);
+const AttendKernels& attend_avx512() {
+  static const AttendKernels kernels{attend<float>, attend<Half>};
+  return kernels;
 }
 }  // namespace spec_edge

@@ -17,13 +17,30 @@
 #include "spec_edge/attention.h"
 #include "spec_edge/numerics.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace spec_edge {
 
-using AttendFn = void (*)(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+template <class C>  // the caches' element: float or Half
+using AttendFn = void (*)(const ConstHeads& q, const Heads<const C>& k_cache, const Heads<const C>& v_cache,
                           int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end);
 
-// The kernel of the active ISA (dispatch.cpp).
-AttendFn attention_kernel();
+// One ISA's build of the kernel, for each cache type.
+struct AttendKernels {
+  AttendFn<float> f32;
+  AttendFn<Half> f16;
+};
+
+// The kernels of the active ISA (dispatch.cpp).
+const AttendKernels& attention_kernels();
+
+template <class C>
+AttendFn<C> attention_kernel() {
+  if constexpr (sizeof(C) == sizeof(float)) return attention_kernels().f32;
+  else return attention_kernels().f16;
+}
 
 namespace {
 
@@ -50,6 +67,26 @@ inline F8 load8(const float* p) {
   return v;
 }
 
+// Eight halves as floats, exactly: F16C, NEON's conversion or the scalar one give the same
+// floats, so 16-bit caches keep every path's bits equal.
+inline F8 load8(const Half* p) {
+#if defined(__F16C__)
+  const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  F8 v;
+  std::memcpy(&v, &x, sizeof v);
+  return v;
+#elif defined(__aarch64__)
+  typedef __fp16 H8 __attribute__((vector_size(16)));
+  H8 h;
+  std::memcpy(&h, p, sizeof h);
+  return __builtin_convertvector(h, F8);
+#else
+  F8 v;
+  for (int l = 0; l < 8; ++l) v[l] = to_float(p[l]);
+  return v;
+#endif
+}
+
 inline void store8(float* p, F8 v) { std::memcpy(p, &v, sizeof v); }
 
 // [a0 + a1, a2 + a3, b0 + b1, b2 + b3, a4 + a5, a6 + a7, b4 + b5, b6 + b7]
@@ -68,13 +105,14 @@ inline F8 combine8(const F8* s) {
 }
 
 // q . k: lane l sums q[d] * k[d] over d = l mod 8 in order; lanes combined pairwise.
-inline float dot8(const float* q, const float* k, int64_t D) {
+template <class C>
+inline float dot8(const float* q, const C* k, int64_t D) {
   F8 s = {};
   int64_t d = 0;
   for (; d + 8 <= D; d += 8) s += load8(q + d) * load8(k + d);
   float t[8];
   std::memcpy(t, &s, sizeof t);
-  for (int l = 0; d < D; ++d, ++l) t[l] += q[d] * k[d];
+  for (int l = 0; d < D; ++d, ++l) t[l] += q[d] * to_float(k[d]);
   return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
 }
 
@@ -90,14 +128,14 @@ struct QueryGroup {
 // scores[q][j] = dot8(x_q, k_j) * scale for j in [j0, j1) and Q queries x_q (rows of `scores`
 // ld apart), D a multiple of 8: Q queries against four keys at a time, 4Q independent chains,
 // each key loaded once for the Q queries.
-template <int Q>
-inline void score_tile(const float* const* x, const float* k, int64_t k_stride, int64_t D, float scale,
+template <int Q, class C>
+inline void score_tile(const float* const* x, const C* k, int64_t k_stride, int64_t D, float scale,
                        int64_t j0, int64_t j1, float* scores, int64_t ld) {
   constexpr int kAcc = Q * 4 < 8 ? 8 : Q * 4;
   const F8 scale8 = F8{} + scale;
   int64_t j = j0;
   for (; j + 4 <= j1; j += 4) {
-    const float* kj = k + j * k_stride;
+    const C* kj = k + j * k_stride;
     F8 acc[kAcc] = {};
     for (int64_t d = 0; d < D; d += 8) {
       F8 xq[Q];
@@ -121,7 +159,8 @@ inline void score_tile(const float* const* x, const float* k, int64_t k_stride, 
 // scores[r][j] = dot8(q_r, k_j) * scale for j in [j0, j1) and every query r whose n[r] > j0
 // (positions from n[r] to j1 are computed too, and never used): four queries at a time, then
 // two, then one, so each block of keys is read from memory once and then from L1.
-inline void score_block(const QueryGroup& g, const float* k, int64_t k_stride, int64_t D, float scale,
+template <class C>
+inline void score_block(const QueryGroup& g, const C* k, int64_t k_stride, int64_t D, float scale,
                         int64_t j0, int64_t j1, float* scores, int64_t ld) {
   int64_t r = 0;
   if (D % 8 == 0) {
@@ -139,14 +178,14 @@ inline void score_block(const QueryGroup& g, const float* k, int64_t k_stride, i
 
 // a_q[d..d + 32) += p_q[j] * v_j[d..d + 32) for j in [j0, end) and Q queries at once, each lane's
 // sum in position order: 4Q independent chains sharing the values' loads.
-template <int Q>
-inline void weigh32(const float* v, int64_t v_stride, int64_t j0, int64_t end, const float* p, int64_t ld,
+template <int Q, class C>
+inline void weigh32(const C* v, int64_t v_stride, int64_t j0, int64_t end, const float* p, int64_t ld,
                     float* a, int64_t D) {
   F8 x[Q][4];
   for (int q = 0; q < Q; ++q)
     for (int c = 0; c < 4; ++c) x[q][c] = load8(a + q * D + 8 * c);
   for (int64_t j = j0; j < end; ++j) {
-    const float* vj = v + j * v_stride;
+    const C* vj = v + j * v_stride;
     F8 w[Q];
     for (int q = 0; q < Q; ++q) w[q] = F8{} + p[q * ld + j];
     for (int c = 0; c < 4; ++c) {
@@ -161,7 +200,8 @@ inline void weigh32(const float* v, int64_t v_stride, int64_t j0, int64_t end, c
 // acc[r][d] += p_r[j] * v_j[d] for j in [j0, min(j1, n[r])): each dim's sum runs in position order
 // across blocks, as if in one loop. Thirty-two dims at a time (up to kMaxWeighQueries queries
 // together where they read the same positions), then eight, then one by one.
-inline void weigh_block(const QueryGroup& g, const float* v, int64_t v_stride, int64_t D, int64_t j0,
+template <class C>
+inline void weigh_block(const QueryGroup& g, const C* v, int64_t v_stride, int64_t D, int64_t j0,
                         int64_t j1, const float* probs, int64_t ld, float* acc) {
   for (int64_t r = 0; r < g.count;) {
     const int64_t end = std::min(j1, g.n[r]);
@@ -184,7 +224,7 @@ inline void weigh_block(const QueryGroup& g, const float* v, int64_t v_stride, i
       }
       for (int64_t e = D / 8 * 8; e < D; ++e) {
         float s = a[e];
-        for (int64_t j = j0; j < end; ++j) s += p[j] * v[j * v_stride + e];
+        for (int64_t j = j0; j < end; ++j) s += p[j] * to_float(v[j * v_stride + e]);
         a[e] = s;
       }
     }
@@ -219,7 +259,8 @@ inline void softmax_weights(float* const* s, const int64_t* n, float* mass) {
 inline int64_t positions_per_block(int64_t D) { return std::max<int64_t>(4, 4096 / D / 4 * 4); }
 
 // One group of queries over one KV head's caches (k, v: position 0 of that head).
-inline void attend_group(const QueryGroup& g, const float* k, int64_t k_stride, const float* v,
+template <class C>
+inline void attend_group(const QueryGroup& g, const C* k, int64_t k_stride, const C* v,
                          int64_t v_stride, int64_t D, float scale) {
   thread_local std::vector<float> scores, acc;
   const int64_t n_max = g.n[g.count - 1], block = positions_per_block(D);
@@ -248,8 +289,9 @@ inline void attend_group(const QueryGroup& g, const float* k, int64_t k_stride, 
 // Arguments already checked by spec_edge::attention; query heads head_begin..head_end - 1. The
 // heads of the range that share a KV head, with every row, form one group (several where they
 // are more than kAttentionQueries).
-inline void attend(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
-                   int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end) {
+template <class C>
+void attend(const ConstHeads& q, const Heads<const C>& k_cache, const Heads<const C>& v_cache, int64_t start_pos,
+            const Heads<float>& out, int64_t head_begin, int64_t head_end) {
   const int64_t D = q.dim, group = q.heads / k_cache.heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   for (int64_t b = 0; b < q.batch; ++b)

@@ -56,7 +56,7 @@ bool x86_has_avx512() {
 // The automatic choice is the first available, and the list ends in scalar. avx512 comes after
 // avx2, so it runs only when forced: its 512-bit passes are faster where a pass computes per
 // element (verify's bound pass) but slower for the argmax that verify_greedy reads with, on the
-// hosts measured (docs/OPS.md). The attention kernel is the exception (attention_kernel()).
+// hosts measured (docs/OPS.md). The attention kernel is the exception (attention_kernels()).
 const IsaInfo kIsas[] = {
 #if defined(__x86_64__)
 #if defined(SPEC_EDGE_HAVE_AVX2)
@@ -173,30 +173,27 @@ static const RowKernels& kernels_of(Isa isa, DType dtype) {
 
 const RowKernels& row_kernels(DType dtype) { return kernels_of(current_isa(), dtype); }
 
-void attend_baseline(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&, int64_t,
-                     int64_t);
+const AttendKernels& attend_baseline();
 #if defined(SPEC_EDGE_HAVE_AVX2)
-void attend_avx2(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&, int64_t,
-                 int64_t);
+const AttendKernels& attend_avx2();
+#endif
+#if defined(SPEC_EDGE_HAVE_AVX512)
+const AttendKernels& attend_avx512();
 #endif
 
+const AttendKernels& attention_kernels() {
 #if defined(SPEC_EDGE_HAVE_AVX512)
-void attend_avx512(const ConstHeads&, const ConstHeads&, const ConstHeads&, int64_t, const Heads<float>&,
-                   int64_t, int64_t);
-#endif
-
-AttendFn attention_kernel() {
-#if defined(SPEC_EDGE_HAVE_AVX512)
-  // AVX-512's 32 registers only widen the attention kernel's tiles (1.5x here, the same bits), so
-  // the automatic avx2 choice takes them where the CPU has them; a forced path runs its own.
+  // AVX-512's 32 registers only widen the attention kernel's tiles (1.2-1.5x here, the same
+  // bits), so the automatic avx2 choice takes them where the CPU has them; a forced path runs
+  // its own.
   static const bool has_avx512 = x86_has_avx512();
   if (current_isa() == Isa::kAvx512 || (current_isa() == Isa::kAvx2 && !isa_forced() && has_avx512))
-    return attend_avx512;
+    return attend_avx512();
 #endif
 #if defined(SPEC_EDGE_HAVE_AVX2)
-  if (current_isa() == Isa::kAvx2) return attend_avx2;
+  if (current_isa() == Isa::kAvx2) return attend_avx2();
 #endif
-  return attend_baseline;
+  return attend_baseline();
 }
 
 const RowKernels* row_kernels_for(const char* isa, DType dtype) {

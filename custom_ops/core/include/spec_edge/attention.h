@@ -5,12 +5,14 @@
 #pragma once
 
 #include "spec_edge/status.h"
+#include "spec_edge/types.h"
 
 #include <cstdint>
 
 namespace spec_edge {
 
-// A [batch, seq, heads, dim] float32 tensor whose last axis is contiguous; other strides free.
+// A [batch, seq, heads, dim] tensor (float, or Half for 16-bit caches) whose last axis is
+// contiguous; other strides free.
 template <class T>
 struct Heads {
   T* data = nullptr;
@@ -21,10 +23,16 @@ struct Heads {
   }
 };
 using ConstHeads = Heads<const float>;
+using ConstHalfHeads = Heads<const Half>;
+
+// The caches are float (C = float) or float16 (C = Half): 16-bit caches halve the bytes a step
+// reads. Both are instantiated in attention.cpp.
 
 // update_cache(value [B, S, H, D], cache [B, C, H, D], start_pos):
 // cache[b, start_pos + i] = value[b, i] for i < S. Needs 0 <= start_pos and start_pos + S <= C.
-Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t start_pos);
+// A float16 cache holds each value rounded to nearest even (to_half, types.h).
+template <class C>
+Status update_cache(const ConstHeads& value, const Heads<C>& cache, int64_t start_pos);
 
 // attention(q [B, S, Hq, D], k_cache [B, C, Hkv, D], v_cache [B, C, Hkv, D], start_pos)
 //   -> out [B, S, Hq, D]
@@ -35,14 +43,18 @@ Status update_cache(const ConstHeads& value, const Heads<float>& cache, int64_t 
 // (sum_j p_j), both sums in position order. Needs start_pos + S <= C and Hq a multiple of Hkv.
 // Inputs are activations: NaN or inf in them give meaningless outputs, never a crash.
 // The rows and the query heads that share a KV head are computed together a block of positions
-// at a time, so each KV head's caches are read once per call (attention_kernel.h).
-Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+// at a time, so each KV head's caches are read once per call (attention_kernel.h). Over float16
+// caches each value is read as the float it holds (exactly): the output has the bits of the
+// float32 op over caches holding those floats.
+template <class C>
+Status attention(const ConstHeads& q, const Heads<const C>& k_cache, const Heads<const C>& v_cache,
                  int64_t start_pos, const Heads<float>& out);
 
 // The same for query heads head_begin..head_end - 1 only; out's other heads are left as they are
 // (an empty range checks the arguments and computes nothing). Each head is computed alone, so a
 // caller that splits the heads between threads gets the bits of one call.
-Status attention(const ConstHeads& q, const ConstHeads& k_cache, const ConstHeads& v_cache,
+template <class C>
+Status attention(const ConstHeads& q, const Heads<const C>& k_cache, const Heads<const C>& v_cache,
                  int64_t start_pos, const Heads<float>& out, int64_t head_begin, int64_t head_end);
 
 }  // namespace spec_edge

@@ -106,4 +106,28 @@ SPEC_EDGE_HD static inline float to_float(Half x) {
   return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
+// float -> half, rounded to nearest even as IEEE 754 (and F16C, NEON, torch) round: beyond the
+// largest half, inf; below the smallest subnormal's half, a signed zero; NaN stays a quiet NaN
+// with its payload's top bits.
+SPEC_EDGE_HD static inline Half to_half(float f) {
+  const uint32_t x = float_to_bits(f);
+  const uint32_t sign = (x >> 16) & 0x8000u, abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u)  // inf, NaN
+    return Half{static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u | ((abs >> 13) & 0x3ffu) : 0u))};
+  const int32_t e = static_cast<int32_t>(abs >> 23) - 127 + 15;
+  uint32_t m = abs & 0x7fffffu;
+  if (e >= 31) return Half{static_cast<uint16_t>(sign | 0x7c00u)};
+  uint32_t h, rem, half;
+  if (e <= 0) {  // a subnormal half (or zero)
+    if (e < -10) return Half{static_cast<uint16_t>(sign)};
+    m |= 0x800000u;
+    const int shift = 14 - e;
+    h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+  } else {
+    h = (static_cast<uint32_t>(e) << 10) | (m >> 13), rem = m & 0x1fffu, half = 0x1000u;
+  }
+  if (rem > half || (rem == half && (h & 1u))) ++h;  // a carry into the exponent rounds up to inf
+  return Half{static_cast<uint16_t>(sign | h)};
+}
+
 }  // namespace spec_edge
