@@ -132,6 +132,21 @@ def test_filter_logits_refuses_what_float_cannot_hold_where_sample_and_verify_wo
     assert 0 <= r.accept_len.item() <= 2 and (r.tokens[0, : r.accept_len.item() + 1] >= 1).all()
 
 
+@pytest.mark.parametrize("dtype,big,name", [(torch.float16, 6e4, "float16"), (torch.bfloat16, 3e38, "bfloat16")])
+def test_filter_logits_refuses_what_its_16_bit_output_cannot_hold(dtype, big, name):
+    """The output takes the logits' dtype: a value that rounds to inf there is an error, as in
+    float32, never a silent +inf."""
+    x = torch.zeros(1, V, dtype=dtype)
+    x[0, 3] = big
+    with pytest.raises(ValueError, match=rf"logits\[0, 3\] = .*: divided by the temperature 0.1 it overflows {name} "):
+        spec_edge.filter_logits(x, 0.1)
+    limit = torch.finfo(dtype).max
+    x[0, 3] = limit  # the largest finite value divided by 1 stays finite
+    out = spec_edge.filter_logits(x, 1.0)
+    assert out.dtype == dtype and out[0, 3] == limit and torch.isfinite(out).all()
+    assert int(spec_edge.sample(x, 0.1, seed=1)) == 3
+
+
 # ---- temperatures that vanish in float32 --------------------------------------------------------
 
 SAMPLING_OPS = {

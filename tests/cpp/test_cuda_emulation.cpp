@@ -362,6 +362,16 @@ TEST(CudaEmulation, EdgeRowsMatchTheCore) {
       expect_same_status(a, cuda::filter_logits(s.rows(DType::kFloat32), {&T, 1}, f, y.data(), V, nullptr));
     }
   }
+  // The output takes the logits' dtype: 6e4 / 0.1 overflows float16, whose output would be inf.
+  std::vector<float> h(V, 0.0f);
+  h[3] = 6e4f;
+  const Scores s16(h, 1, 1, V);
+  const float T = 0.1f;
+  std::vector<float> y(V);
+  const Status a = filter_logits(s16.rows(DType::kFloat16), {&T, 1}, Filters{}, y.data(), V);
+  EXPECT_NE(std::string(a.message()).find("logits[0, 3] = 60000: divided by the temperature 0.1 it overflows float16"),
+            std::string::npos) << a.message();
+  expect_same_status(a, cuda::filter_logits(s16.rows(DType::kFloat16), {&T, 1}, Filters{}, y.data(), V, nullptr));
 }
 
 // Top-k, top-p and min-p, alone and together: the kept sets, the draws and filter_logits' rows

@@ -1,7 +1,7 @@
 // The body of spec_edge::attention, compiled once per ISA (attention.cpp: the baseline,
-// attention_avx2.cpp: -mavx2, attention_avx512.cpp: -mavx512vl). Loops are written so the compiler vectorizes them without
-// reassociating anything: every ISA computes the same operations in the same order (the core
-// builds with -ffp-contract=off), so the bits match.
+// attention_avx2.cpp: -mavx2, attention_avx512.cpp: -mavx512vl). Loops are written so the
+// compiler vectorizes them without reassociating anything: every ISA computes the same
+// operations in the same order (the core builds with -ffp-contract=off), so the bits match.
 //
 // The work is arranged around the bandwidth bound: the query heads that share a KV head and all
 // the rows of a step are computed together, a block of cache positions at a time, so each block
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "spec_edge/attention.h"
@@ -38,7 +39,7 @@ const AttendKernels& attention_kernels();
 
 template <class C>
 AttendFn<C> attention_kernel() {
-  if constexpr (sizeof(C) == sizeof(float)) return attention_kernels().f32;
+  if constexpr (std::is_same_v<C, float>) return attention_kernels().f32;
   else return attention_kernels().f16;
 }
 

@@ -416,13 +416,16 @@ Status filter_logits(const Rows& logits, PerRow<float> temperature, const Filter
       default: row_to_float<float>(row, V, y); break;
     }
     f.write_scaled(y);
-    // The row's maximum y / T is the largest value written: a finite row can overflow there.
-    if (f.map().xmax / rs.temperature == std::numeric_limits<float>::infinity()) {
-      const int64_t j = std::find(y, y + V, std::numeric_limits<float>::infinity()) - y;
+    // The row's maximum y / T is the largest value written: a finite row can overflow there, in
+    // float or in the logits' own dtype that the output takes.
+    const float limit = largest_kept_finite(logits.dtype);
+    if (f.map().xmax / rs.temperature > limit) {
+      const int64_t j = std::find_if(y, y + V, [limit](float v) { return v > limit; }) - y;
       return Status::error(Code::kInvalidArgument,
                            "logits[%lld, %lld] = %g: divided by the temperature %g it overflows "
-                           "float (filter_logits cannot return it; sample and verify take the row)",
-                           (ll)b, (ll)j, (double)k.load(row, j), (double)rs.temperature);
+                           "%s (filter_logits cannot return it; sample and verify take the row)",
+                           (ll)b, (ll)j, (double)k.load(row, j), (double)rs.temperature,
+                           logits.dtype == DType::kFloat32 ? "float" : dtype_name(logits.dtype));
     }
   }
   return Status::ok();

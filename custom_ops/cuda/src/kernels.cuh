@@ -290,14 +290,16 @@ __global__ void __launch_bounds__(kThreads) filter_kernel(DeviceRows<T> logits, 
     for (int64_t j = threadIdx.x; j < V; j += kThreads) o[j] = r.y(j) / rp.temperature;
   }
   if (rp.temperature == 0.0f) return;
-  // The core's check: a finite logit whose y / T overflows, the first such index.
+  // The core's check: a finite logit whose y / T overflows float or the logits' dtype (the
+  // output's), the first such index.
   __syncthreads();
+  const float limit = largest_kept_finite(dtype_of(T{}));
   int64_t over = kNone;
   for (int64_t j = threadIdx.x; j < V; j += kThreads)
-    if (o[j] == kInf) over = min(over, j);
+    if (o[j] > limit) over = min(over, j);
   over = block_min(over, sh);
   if (over != kNone && threadIdx.x == 0)
-    set_fault(fault, Fault::kScaledInf, 0, -1, over, r.raw(over), rp.temperature);
+    set_fault(fault, Fault::kScaledInf, 0, -1, over, r.raw(over), rp.temperature, dtype_of(T{}));
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ enum class Fault : int32_t {
   kPenaltyInf,   // the repetition penalty overflows a logit to +inf
   kBadProb,      // a probability that is negative or not finite
   kBadMass,      // a probability row whose mass is not a distribution's
-  kScaledInf,    // filter_logits: a logit / T overflows float
+  kScaledInf,    // filter_logits: a logit / T overflows float or the logits' dtype
 };
 
 struct RowFault {
@@ -54,6 +54,7 @@ struct RowFault {
   int64_t row, index;
   float value;
   double detail;  // kBadMass: the row's mass; kPenaltyInf: the penalty; kScaledInf: T
+  DType dtype;    // kScaledInf: the logits' (and the output's) dtype
 };
 
 // ---- per-row inputs ---------------------------------------------------------------------------

@@ -36,8 +36,8 @@ struct ExpRow {
 };
 
 __device__ void set_fault(RowFault* f, Fault fault, int tensor, int64_t row, int64_t index,
-                          float value, double detail = 0.0) {
-  *f = RowFault{fault, tensor, row, index, value, detail};
+                          float value, double detail = 0.0, DType dtype = DType::kFloat32) {
+  *f = RowFault{fault, tensor, row, index, value, detail, dtype};
 }
 
 // The checks of FilteredRow::build on a logit row, in its order (the penalty's overflow, then

@@ -136,9 +136,10 @@ Status fault_status(const RowFault& f, int64_t b, const char* const names[2], bo
                            at.c_str(), f.detail, (double)FLT_MIN);
     case Fault::kScaledInf:
       return Status::error(Code::kInvalidArgument,
-                           "%s, %lld] = %g: divided by the temperature %g it overflows float "
+                           "%s, %lld] = %g: divided by the temperature %g it overflows %s "
                            "(filter_logits cannot return it; sample and verify take the row)",
-                           at.c_str(), (ll)f.index, (double)f.value, f.detail);
+                           at.c_str(), (ll)f.index, (double)f.value, f.detail,
+                           f.dtype == DType::kFloat32 ? "float" : dtype_name(f.dtype));
     case Fault::kNone: break;
   }
   return Status::ok();

@@ -106,6 +106,18 @@ SPEC_EDGE_HD static inline float to_float(Half x) {
   return bits_to_float(sign | ((exp + 112u) << 23) | (man << 13));
 }
 
+SPEC_EDGE_HD constexpr DType dtype_of(float) { return DType::kFloat32; }
+SPEC_EDGE_HD constexpr DType dtype_of(Half) { return DType::kFloat16; }
+SPEC_EDGE_HD constexpr DType dtype_of(BFloat16) { return DType::kBFloat16; }
+
+// The largest float that `dtype` keeps finite when rounding to nearest even (above it: inf):
+// what filter_logits, whose output takes the logits' dtype, can return.
+SPEC_EDGE_HD static inline float largest_kept_finite(DType dtype) {
+  return dtype == DType::kFloat16    ? bits_to_float(0x477FEFFFu)   // just below 65520, past 65504's midpoint
+         : dtype == DType::kBFloat16 ? bits_to_float(0x7F7F7FFFu)   // just below the midpoint past its max
+                                     : bits_to_float(0x7F7FFFFFu);  // float's max
+}
+
 // float -> half, rounded to nearest even as IEEE 754 (and F16C, NEON, torch) round: beyond the
 // largest half, inf; below the smallest subnormal's half, a signed zero; NaN stays a quiet NaN
 // with its payload's top bits.
