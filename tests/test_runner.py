@@ -385,6 +385,29 @@ def test_a_manifest_k_other_than_the_programs_is_refused(build, pair, tmp_path):
                 load(d)
 
 
+@every_build
+@pytest.mark.parametrize("field,value,expected", [
+    ("max_context_len", 64, r"manifest.json: max_context_len = 64, but \S*/(draft|target).pte was exported for a "
+                            r"context of 96"),
+    ("max_context_len", 200, r"max_context_len = 200, but \S*/(draft|target).pte was exported for a context of 96"),
+    ("prefill_chunk", 8, r"manifest.json: prefill_chunk = 8, but \S*/(draft|target).pte takes prefill chunks of "
+                         r"up to 4 tokens"),
+])
+def test_a_manifest_that_disagrees_with_the_programs_shapes_is_refused_at_load(build, pair, tmp_path, field, value,
+                                                                               expected):
+    """Not the first call failing inside ExecuTorch: the manifest's context and prefill chunk
+    checked against the programs' own input shapes, by every front end."""
+    d = shutil.copytree(pair / "pair", tmp_path / "m")
+    manifest = json.loads((d / "manifest.json").read_text())
+    (d / "manifest.json").write_text(json.dumps({**manifest, field: value}))
+    result = build.run("--model-dir", str(d), "--prompt-ids", "1,2", check=False)
+    assert result.returncode == 1 and re.search(expected, result.stderr.decode()), result.stderr.decode()
+    if build is NATIVE:
+        for load in (spec_edge.NativeRunner, PteSpeculativeDecoder):
+            with pytest.raises(ProgramError, match=expected):
+                load(d)
+
+
 # ---- the same tokens on every build (the default pair) ---------------------------------------
 
 @pytest.fixture(scope="session")

@@ -233,6 +233,26 @@ class PteSpeculativeDecoder:
                 raise ProgramError(f"{path}: {method} is not {want}")
         self.prefill_chunk = min(self.prefill_chunk, rows[-1])
 
+    # Each step's <sampling> inputs follow its fixed inputs (export.py); their sixth, prev_tokens,
+    # is [1, max_context_len].
+    SAMPLING_STARTS = {"draft_step": 2, "decode_step": 2, "verify": 3}
+
+    def _check_shapes(self, name: str, program):
+        """The manifest's context and prefill chunk against the program's own input shapes (the
+        C++ runner's check): a manifest that disagrees would fail the first call inside ExecuTorch."""
+        methods = set(program.method_names)
+        for method, start in self.SAMPLING_STARTS.items():
+            if method in methods:
+                context = int(program.metadata(method).input_tensor_meta(start + 5).sizes()[1])
+                if context != self.max_context_len:
+                    raise ProgramError(f"{self.dir / MANIFEST}: max_context_len = {self.max_context_len}, but "
+                                       f"{self.dir / name} was exported for a context of {context}")
+        if "prefill" in methods:
+            chunk = int(program.metadata("prefill").input_tensor_meta(0).sizes()[1])
+            if chunk < self.prefill_chunk:
+                raise ProgramError(f"{self.dir / MANIFEST}: prefill_chunk = {self.prefill_chunk}, but {self.dir / name} "
+                                   f"takes prefill chunks of up to {chunk} tokens")
+
     def _check_programs(self, programs):
         """The programs' own metadata and shapes against the manifest and this spec_edge: op
         versions, the vocabulary of all, the largest K of the verify step."""
@@ -246,6 +266,7 @@ class PteSpeculativeDecoder:
                 if built != version:
                     raise ProgramError(f"{self.dir / name}: built for {op} version {built}, this spec_edge "
                                        f"has version {version}: export it again")
+            self._check_shapes(name, program)
         name, program = programs[-1]  # the target's program (verify.pte beside an external target)
         vocab = None if self._draft_program is None else \
             int(self._draft_program.metadata("draft_step").output_tensor_meta(1).sizes()[-1])

@@ -100,6 +100,20 @@ int64_t constant(Module& program, const std::string& path, const std::string& me
   return r.get()[0].toInt();
 }
 
+// Size `dim` of input `index` of `method` in a loaded program (the largest, where it is dynamic).
+int64_t input_size(Module& program, const std::string& path, const char* method, size_t index, size_t dim) {
+  const auto meta = program.method_meta(method);
+  if (meta.ok())
+    if (const auto info = meta->input_tensor_meta(index); info.ok() && info->sizes().size() > dim)
+      return info->sizes()[dim];
+  throw RunnerError(path + ": " + method + " has no input " + std::to_string(index) + " of rank > " +
+                    std::to_string(dim) + "; export it again with this spec_edge");
+}
+
+// The <sampling> inputs follow a step's tokens and position; their sixth, prev_tokens, is
+// [1, max_context_len] (spec_edge.export.sampling_example).
+constexpr size_t kPrevTokensInput = 2 + 5;
+
 // Inputs as TensorPtrs: they own the tensors the EValues only point to, for the whole call.
 std::vector<EValue> call(Module& program, const std::string& method, const std::vector<TensorPtr>& inputs) {
   const std::vector<EValue> values(inputs.begin(), inputs.end());
@@ -191,6 +205,15 @@ class ModuleRunner final : public Runner {
       if (constant(*program, path, "vocab_size") != vocab_)
         throw RunnerError(path + ": vocabulary does not match the manifest's " + std::to_string(vocab_) +
                           " (draft and target must share a tokenizer)");
+      // The manifest's context and prefill chunk against the program's own input shapes: a
+      // manifest that disagrees would fail the first call inside ExecuTorch.
+      const char* step = program == target_.get() ? "decode_step" : "draft_step";
+      if (const int64_t context = input_size(*program, path, step, kPrevTokensInput, 1); context != context_)
+        throw RunnerError(manifest_path + ": max_context_len = " + std::to_string(context_) + ", but " + path +
+                          " was exported for a context of " + std::to_string(context));
+      if (const int64_t chunk = input_size(*program, path, "prefill", 0, 1); chunk < chunk_)
+        throw RunnerError(manifest_path + ": prefill_chunk = " + std::to_string(chunk_) + ", but " + path +
+                          " takes prefill chunks of up to " + std::to_string(chunk) + " tokens");
     }
     if (const int64_t exported_k = constant(*target_, dir + "/target.pte", "k"); exported_k != max_k_)
       throw RunnerError(dir + "/target.pte: exported for K=" + std::to_string(exported_k) + ", the manifest says K=" +
