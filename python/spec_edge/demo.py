@@ -91,8 +91,8 @@ def exported_pair(pair: Path, out: Path, k: int = MAX_K) -> Path:
         if stamp.is_file() and stamp.read_text() == key and (out / "manifest.json").is_file():
             return out
         print(f"exporting the default pair to {out} (once; cached after)")
-        with quiet_dependencies():
-            export_hf_pair(pair / "target", pair / "draft", k, out, quantize_draft=DRAFT_QUANTIZE)
+        with quiet_dependencies():  # float32 caches: a short context, and the figures compare with float32
+            export_hf_pair(pair / "target", pair / "draft", k, out, quantize_draft=DRAFT_QUANTIZE, kv_cache="fp32")
         stamp.write_text(key)
     return out
 

@@ -98,18 +98,30 @@ int fuzz_attention(Reader& in) {
   const ConstHeads qv{q.data(), B, S, Hq, D, S * Hq * (D + pad), Hq * (D + pad), D + pad};
   const ConstHeads kv{k.data(), B, C, Hkv, D, C * Hkv * (D + pad), Hkv * (D + pad), D + pad};
   const ConstHeads vv{v.data(), B, C, Hkv, D, C * Hkv * (D + pad), Hkv * (D + pad), D + pad};
-  std::string first;
-  for (const char* const* isa = available_isa_list(); *isa; ++isa) {
-    if (!select_isa(*isa).is_ok()) continue;
-    std::vector<float> out(q.size(), -9.0f);
-    const Status s = attention(qv, kv, vv, start, {out.data(), B, S, Hq, D, S * Hq * (D + pad), Hq * (D + pad), D + pad});
-    std::string result = std::to_string(static_cast<int>(s.code())) + s.message();
-    for (float x : out) result += " " + std::to_string(float_bits(x));
-    if (first.empty()) first = result;
-    else if (result != first) __builtin_trap();  // a path disagrees with the first one
+  // The same caches in float16 (as update_cache rounds them), read by every path too.
+  std::vector<Half> k16(k.size()), v16(v.size());
+  for (size_t i = 0; i < k.size(); ++i) k16[i] = to_half(k[i]), v16[i] = to_half(v[i]);
+  const ConstHalfHeads kh{k16.data(), B, C, Hkv, D, C * Hkv * (D + pad), Hkv * (D + pad), D + pad};
+  const ConstHalfHeads vh{v16.data(), B, C, Hkv, D, C * Hkv * (D + pad), Hkv * (D + pad), D + pad};
+  const Heads<float> no_out{nullptr, B, S, Hq, D, S * Hq * (D + pad), Hq * (D + pad), D + pad};
+  for (const bool half : {false, true}) {
+    std::string first;
+    for (const char* const* isa = available_isa_list(); *isa; ++isa) {
+      if (!select_isa(*isa).is_ok()) continue;
+      std::vector<float> out(q.size(), -9.0f);
+      Heads<float> o = no_out;
+      o.data = out.data();
+      const Status s = half ? attention(qv, kh, vh, start, o) : attention(qv, kv, vv, start, o);
+      std::string result = std::to_string(static_cast<int>(s.code())) + s.message();
+      for (float x : out) result += " " + std::to_string(float_bits(x));
+      if (first.empty()) first = result;
+      else if (result != first) __builtin_trap();  // a path disagrees with the first one
+    }
   }
   std::vector<float> cache(B * C * Hq * (D + pad) + 1);
-  (void)update_cache(qv, {cache.data(), B, C, Hq, D, C * Hq * (D + pad), Hq * (D + pad), D + pad}, start);
+  (void)update_cache(qv, Heads<float>{cache.data(), B, C, Hq, D, C * Hq * (D + pad), Hq * (D + pad), D + pad}, start);
+  std::vector<Half> cache16(cache.size());
+  (void)update_cache(qv, Heads<Half>{cache16.data(), B, C, Hq, D, C * Hq * (D + pad), Hq * (D + pad), D + pad}, start);
   return 0;
 }
 

@@ -59,6 +59,9 @@ constexpr int64_t kMaxWeighQueries = 1;
 constexpr int64_t kMaxWeighQueries = 2;
 #endif
 
+// The NaN every NaN output is (the default quiet NaN, positive).
+const float kCanonicalNaN = bits_to_float(0x7fc00000u);
+
 // Eight float lanes on every ISA (two 128-bit registers on SSE2 and NEON, one on AVX2).
 typedef float F8 __attribute__((vector_size(32)));
 
@@ -284,6 +287,9 @@ inline void attend_group(const QueryGroup& g, const C* k, int64_t k_stride, cons
     int64_t d = 0;
     for (; d + 8 <= D; d += 8) store8(o + d, load8(a + d) / norm);
     for (; d < D; ++d) o[d] = a[d] / mass[r];
+    // NaN in the inputs: the sign and payload a NaN carries through depend on the operand order
+    // a compiler picks for each ISA; one NaN for all keeps the paths' bits equal there too.
+    for (d = 0; d < D; ++d) o[d] = o[d] == o[d] ? o[d] : kCanonicalNaN;
   }
 }
 

@@ -41,7 +41,8 @@ Status update_cache(const ConstHeads& value, const Heads<C>& cache, int64_t star
 // s_j = (q . k_j) * (1 / sqrt(D)), the dot product summed in 8 interleaved float partial sums
 // combined pairwise, p_j = exp_nonpositive(s_j - max s) (numerics.h), out = (sum_j p_j v_j) /
 // (sum_j p_j), both sums in position order. Needs start_pos + S <= C and Hq a multiple of Hkv.
-// Inputs are activations: NaN or inf in them give meaningless outputs, never a crash.
+// Inputs are activations: NaN or inf in them give meaningless outputs, never a crash (a NaN
+// output is always the positive quiet NaN 0x7fc00000, the same bits on every path).
 // The rows and the query heads that share a KV head are computed together a block of positions
 // at a time, so each KV head's caches are read once per call (attention_kernel.h). Over float16
 // caches each value is read as the float it holds (exactly): the output has the bits of the
