@@ -255,3 +255,21 @@ def test_decode_takes_integer_ids_only_and_a_stream_survives_a_refused_push(tmp_
     with pytest.raises(ValueError, match="is not in the vocabulary"):
         stream.push([99999999])
     assert stream.push(ids) + stream.finish() == native.decode(ids, skip_special_tokens=True).encode()
+
+
+def test_many_added_tokens_sharing_a_prefix_encode_as_tokenizers(tmp_path):
+    """20,000 added tokens that all start with "a" (a list scan per position once made 100 KB of
+    "a" take seconds): the longest match at each position, as tokenizers' trie finds it."""
+    path = write_family("qwen2", tmp_path / "src")
+    j = json.loads(path.read_text())
+    first = len(j["model"]["vocab"]) + len(j["added_tokens"])
+    words = ["a" + format(n, "b").replace("0", "a").replace("1", "b") for n in range(20_000)]
+    j["added_tokens"] += [{"id": first + n, "content": w, "single_word": False, "lstrip": False, "rstrip": False,
+                           "normalized": False, "special": False} for n, w in enumerate(words)]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(j, ensure_ascii=False))
+    reference, native = tokenizers.Tokenizer.from_file(str(path)), spec_edge.NativeTokenizer(path)
+    rng = random.Random(7)
+    for text in ["a" * 100_000, "ab" * 3000 + " x", " ".join(rng.choice(words) for _ in range(2000)),
+                 "".join(rng.choice("ab x") for _ in range(20_000))]:
+        assert native.encode(text) == reference.encode(text).ids, text[:40]
