@@ -28,27 +28,7 @@ struct Draws {
   double next() { return philox_uniform(seed, 0, 0, n++); }
 };
 
-uint16_t half_bits(float f) {  // float -> IEEE half, round to nearest even (finite inputs)
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t e = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
-  uint32_t m = x & 0x7fffffu;
-  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (e <= 0) {
-    if (e < -10) return static_cast<uint16_t>(sign);
-    m |= 0x800000u;
-    const int shift = 14 - e;
-    uint32_t h = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return static_cast<uint16_t>(sign | h);
-  }
-  uint32_t h = (static_cast<uint32_t>(e) << 10) | (m >> 13);
-  const uint32_t rem = m & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
+uint16_t half_bits(float f) { return to_half(f).bits; }  // the core's, nearest even
 
 struct Scores {
   std::vector<float> f32;

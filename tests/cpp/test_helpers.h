@@ -39,21 +39,7 @@ inline Uniforms uniforms(const std::vector<double>& data, int64_t batch, int64_t
   return u;
 }
 
-inline uint16_t to_half_bits(float f) {  // round-to-nearest-even, enough for test data
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const float a = std::fabs(f);
-  if (a != a) return 0x7e00;
-  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (a < std::ldexp(1.0f, -24)) return static_cast<uint16_t>(sign);
-  int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  const int exp_h = std::max(e - 1, -14);
-  const float q = std::nearbyint(std::ldexp(a, 10 - exp_h));  // significand in units of 2^(exp_h-10)
-  uint32_t bits = (q >= 2048.0f) ? ((exp_h + 1 + 15) << 10) : (q >= 1024.0f ? ((exp_h + 15) << 10) | (static_cast<uint32_t>(q) - 1024) : static_cast<uint32_t>(q));
-  return static_cast<uint16_t>(sign | bits);
-}
+inline uint16_t to_half_bits(float f) { return to_half(f).bits; }  // the core's, nearest even
 
 // One sequence's (n_accepted, next_token), preset to values no op produces.
 struct Out {
