@@ -216,3 +216,18 @@ def test_filter_logits_shape_and_dtype_errors():
         spec_edge.filter_logits(X, -1.0)
     with pytest.raises(TypeError, match=r"out: expected dtype Float \(the logits'\), got Half"):
         torch.ops.spec_edge.filter_logits.out(X, torch.tensor(1.0), out=torch.empty(3, 3, dtype=torch.half))
+
+
+@pytest.mark.parametrize("seed,exc,match", [(1.5, TypeError, r"seed: expected an integer, got 1.5"),
+                                            (True, TypeError, r"seed: expected an integer, got True"),
+                                            (2**64, ValueError, r"seed: 18446744073709551616 does not fit")])
+def test_compiled_sample_names_a_bad_seed(seed, exc, match):
+    """Under torch.compile the same check raises the same error; with fullgraph, dynamo's own
+    error for it quotes it, never an unrelated failure of a conversion."""
+    x = torch.randn(1, 8)
+    torch._dynamo.reset()
+    with pytest.raises(exc, match=match):
+        torch.compile(lambda x: spec_edge.sample(x, 0.8, seed=seed))(x)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=rf"raised exception {exc.__name__}\('{match}"):
+        torch.compile(lambda x: spec_edge.sample(x, 0.8, seed=seed), fullgraph=True)(x)

@@ -221,6 +221,10 @@ def _param(value, dtype: torch.dtype, name: str) -> torch.Tensor:
         raise TypeError(f"{name}: expected an integer, got {value!r}")
     if isinstance(value, float) and dtype == torch.float32:
         float32_number(value, name)
+    if isinstance(value, int) and dtype == torch.long and not -2**63 <= value < 2**63:
+        # checked here, not by scalar_tensor's OverflowError, so that torch.compile traces the
+        # same error
+        raise ValueError(f"{name}: {value!r} does not fit {dtype}")
     if isinstance(value, (int, float)):
         try:
             return torch.scalar_tensor(value, dtype=dtype)
