@@ -124,3 +124,27 @@ def write_gguf(path: Path, model, tokenizer, pre: str, eos: str, kind: Q = Q.F32
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def _patched(path: Path, part: np.ndarray, reader, value, out: Path) -> Path:
+    """A copy of ``path`` with one part of its header (a numpy view into ``reader``'s map of it)
+    set to ``value``."""
+    data = bytearray(path.read_bytes())
+    at = part.ctypes.data - reader.data.ctypes.data
+    data[at:at + part.nbytes] = np.array([value], dtype=part.dtype).tobytes()
+    out.write_bytes(bytes(data))
+    return out
+
+
+def with_metadata_value(path: Path, key: str, value, out: Path) -> Path:
+    """A copy of ``path`` with the scalar metadata ``key`` set to ``value`` in place."""
+    reader = gguf.GGUFReader(path)
+    field = reader.fields[key]
+    return _patched(path, field.parts[field.data[0]], reader, value, out)
+
+
+def with_tensor_offset(path: Path, index: int, offset: int, out: Path) -> Path:
+    """A copy of ``path`` whose tensor ``index`` says its data starts at ``offset`` (relative to
+    the data section, as the file stores it)."""
+    reader = gguf.GGUFReader(path)
+    return _patched(path, reader.tensors[index].field.parts[-1], reader, offset, out)

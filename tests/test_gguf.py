@@ -25,7 +25,8 @@ transformers = pytest.importorskip("transformers")
 import spec_edge  # noqa: E402
 import spec_edge.export as se_export  # noqa: E402
 import spec_edge.gguf_checkpoint as se_gguf  # noqa: E402
-from gguf_files import Q, write_gguf  # noqa: E402
+import gguf  # noqa: E402
+from gguf_files import Q, with_metadata_value, with_tensor_offset, write_gguf  # noqa: E402
 from spec_edge.export import ModelConfig, build_model, export_pair  # noqa: E402
 from spec_edge.gguf_checkpoint import load_gguf, save_gguf_tokenizer  # noqa: E402
 from spec_edge.hf import CheckpointError  # noqa: E402
@@ -222,7 +223,6 @@ def test_bad_gguf_files_are_named(tmp_path):
             load_gguf(tmp_path / "cut.gguf")
     with pytest.raises(CheckpointError, match="nowhere.gguf: not found"):
         load_gguf(tmp_path / "nowhere.gguf")
-    import gguf
     for arch in ("gemma3", "phi3"):
         writer = gguf.GGUFWriter(tmp_path / f"{arch}.gguf", arch)
         writer.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
@@ -233,6 +233,40 @@ def test_bad_gguf_files_are_named(tmp_path):
     write_gguf(tmp_path / "f64.gguf", random_model("llama"), TOKENIZER, **QWEN2, types={"output_norm.weight": Q.F64})
     with pytest.raises(CheckpointError, match="tensor output_norm.weight has type F64, which the gguf package"):
         load_gguf(tmp_path / "f64.gguf")
+
+
+@pytest.mark.parametrize("key", ["attention.head_count", "attention.head_count_kv", "context_length",
+                                 "embedding_length", "block_count", "feed_forward_length"])
+def test_a_gguf_file_with_a_size_of_zero_is_named(tmp_path, key):
+    path = write_gguf(tmp_path / "model.gguf", random_model("llama"), TOKENIZER, **QWEN2)
+    bad = with_metadata_value(path, f"llama.{key}", 0, tmp_path / "zero.gguf")
+    for call in (lambda: load_gguf(bad), lambda: save_gguf_tokenizer(bad, tmp_path / "tokenizer")):
+        with pytest.raises(CheckpointError, match=rf"zero.gguf: metadata llama\.{key} = 0: expected a positive integer"):
+            call()
+    if key == "attention.head_count_kv":  # and 3 does not divide the 4 query heads
+        with pytest.raises(CheckpointError, match=r"head_count_kv = 3 does not divide head_count = 4"):
+            load_gguf(with_metadata_value(path, f"llama.{key}", 3, tmp_path / "three.gguf"))
+
+
+def test_a_gguf_tensor_over_another_or_past_the_end_is_refused(tmp_path):
+    """A tensor info pointing into another tensor's bytes would load those weights under its name."""
+    path = write_gguf(tmp_path / "model.gguf", random_model("llama"), TOKENIZER, **QWEN2)
+    load_gguf(with_tensor_offset(path, 1, gguf.GGUFReader(path).tensors[1].field.parts[-1][0], tmp_path / "same.gguf"))
+    with pytest.raises(CheckpointError, match=r"overlap.gguf: tensor blk.0.attn_q.weight \(bytes \d+..\d+\) overlaps "
+                       r"tensor token_embd.weight"):
+        load_gguf(with_tensor_offset(path, 1, 0, tmp_path / "overlap.gguf"))
+    with pytest.raises(CheckpointError, match=r"past.gguf: (tensor .* past the end of the file|not a readable GGUF)"):
+        load_gguf(with_tensor_offset(path, len(gguf.GGUFReader(path).tensors) - 1, 10**9, tmp_path / "past.gguf"))
+
+
+def test_the_command_line_names_a_missing_gguf_file(tmp_path):
+    draft = write_gguf(tmp_path / "draft.gguf", random_model("qwen2"), TOKENIZER, **QWEN2)
+    result = subprocess.run([sys.executable, str(ROOT / "export" / "export_pair.py"), "--gguf-target",
+                             str(tmp_path / "nowhere.gguf"), "--gguf-draft", str(draft), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert f"export_pair: {tmp_path / 'nowhere.gguf'}: not found (expected a GGUF file)" in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_draft_and_target_tokenizers_must_match_and_nothing_is_written(tmp_path):
@@ -297,7 +331,6 @@ def test_the_linears_a_gguf_file_keeps_precise_are_named(tmp_path):
 def test_a_4bit_tensor_is_the_files_groups_exactly(tmp_path, kind):
     # Every weight the gguf package dequantizes is scale * q + offset of its group of 32, with q
     # in [-8, 7] (the symmetric 4-bit values 8da4w stores); a group of zero scale keeps its offset.
-    import gguf
     from gguf_files import random_q4_k
     from spec_edge.gguf_exact import four_bit_groups
     rng = np.random.default_rng(0)

@@ -61,7 +61,43 @@ def _reader(path: Path):
     if architecture not in SUPPORTED:
         raise CheckpointError(f"{path}: architecture {architecture!r} is not supported; supported: "
                               f"{', '.join(SUPPORTED)} (Llama 3.x, SmolLM, Qwen2.x)")
+    _check_sizes(path, reader, architecture)
+    _check_tensor_layout(path, reader)
     return reader, architecture
+
+
+# The model's sizes in the metadata; each a positive integer (a 0 would divide by zero or build an
+# empty model further on). head_count_kv may be absent (it is then head_count).
+_SIZES = ("context_length", "embedding_length", "block_count", "feed_forward_length", "attention.head_count")
+
+
+def _check_sizes(path: Path, reader, architecture: str) -> None:
+    values = {}
+    for key in (*_SIZES, "attention.head_count_kv"):
+        field = reader.fields.get(f"{architecture}.{key}")
+        if field is None and key == "attention.head_count_kv":
+            continue
+        value = None if field is None else field.contents()
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 2**31:
+            raise CheckpointError(f"{path}: metadata {architecture}.{key} = {value!r}: expected a positive integer")
+        values[key] = value
+    heads, kv_heads = values["attention.head_count"], values.get("attention.head_count_kv", 1)
+    if heads % kv_heads:
+        raise CheckpointError(f"{path}: metadata {architecture}.attention.head_count_kv = {kv_heads} does not divide "
+                              f"head_count = {heads}")
+
+
+def _check_tensor_layout(path: Path, reader) -> None:
+    """Every tensor's data inside the file and apart from every other's: a tensor info pointing
+    into another tensor's bytes would load that tensor's weights under its name."""
+    spans = sorted((int(t.data_offset), int(t.data_offset) + int(t.n_bytes), t.name) for t in reader.tensors)
+    for (start, end, name), (next_start, _, next_name) in zip(spans, spans[1:]):
+        if end > next_start:
+            raise CheckpointError(f"{path}: tensor {name} (bytes {start}..{end}) overlaps tensor {next_name} "
+                                  f"(from byte {next_start})")
+    if spans and spans[-1][1] > len(reader.data):
+        raise CheckpointError(f"{path}: tensor {spans[-1][2]} ends at byte {spans[-1][1]}, past the end of the file "
+                              f"({len(reader.data)} bytes)")
 
 
 def _dequantized(path: Path, tensor) -> torch.Tensor:
@@ -279,6 +315,8 @@ def export_gguf_pair(target_file: str | Path, draft_file: str | Path, k: int, ou
     layer of 44% fewer bytes (docs/BENCHMARKS.md)."""
     from .export import export_pair
     from .manifest import files_sha256
+    for path in (target_file, draft_file):
+        _reader(Path(path))  # a missing or malformed file named before anything is read
     if four_bit_output and not keep_gguf_precision:
         raise ValueError("four_bit_output: sets the output layer of a keep_gguf_precision export apart; give "
                          "keep_gguf_precision too")
