@@ -258,6 +258,42 @@ def test_native_runner_bad_input(pair, call, error, message):
         call(pair)
 
 
+def as_another_user(command: list[str]) -> list[str]:
+    """``command`` run as user nobody where this process is root (root reads any file)."""
+    if os.geteuid() != 0:
+        return command
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) is needed to drop root's rights")
+    return ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", *command]
+
+
+def test_a_model_file_that_cannot_be_read_is_not_called_missing(pair, tmp_path):
+    """A manifest that is a directory or that the user may not read: the reason, in every front end."""
+    directory = tmp_path / "dir"
+    (directory / "manifest.json").mkdir(parents=True)
+    for load in (spec_edge.NativeRunner, PteSpeculativeDecoder):
+        with pytest.raises(ProgramError, match=r"dir/manifest.json: (is a directory|cannot be read: Is a directory)"):
+            load(directory)
+    cli = NATIVE.run("--model-dir", str(directory), "--prompt-ids", "1", check=False).stderr.decode()
+    assert "dir/manifest.json: is a directory, expected a file" in cli, cli
+    locked = shutil.copytree(pair / "pair", tmp_path / "locked")
+    tmp_path.chmod(0o755)
+    (locked / "manifest.json").chmod(0)
+    command, env = NATIVE.command("spec-edge-run")
+    result = subprocess.run(as_another_user([*command, "--model-dir", str(locked), "--prompt-ids", "1"]),
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 1 and "locked/manifest.json: cannot be read: Permission denied" in result.stderr, \
+        result.stderr
+    script = ("import sys, spec_edge\nfrom spec_edge.runtime import PteSpeculativeDecoder\n"
+              "for load in (spec_edge.NativeRunner, PteSpeculativeDecoder):\n"
+              "    try:\n        load(sys.argv[1])\n    except Exception as e:\n        print(e)\n")
+    result = subprocess.run(as_another_user([sys.executable, "-c", script, str(locked)]), capture_output=True,
+                            text=True)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and all("locked/manifest.json: cannot be read: Permission denied" in x for x in lines), \
+        result.stdout + result.stderr[-2000:]
+
+
 # ---- bad input: a message and an exit status on every build ----------------------------------
 
 @every_build

@@ -62,16 +62,25 @@ def _number(manifest: dict, path: Path, key: str, lo: int, hi: int) -> int:
     return value
 
 
+def read_model_file(path: Path, missing: str) -> bytes:
+    """The bytes of a file of a model directory; a ProgramError naming it otherwise: ``missing``
+    where it is not there, the system's reason where it cannot be read (permission, a directory)."""
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        raise ProgramError(f"{path}: {missing}") from None
+    except OSError as error:
+        raise ProgramError(f"{path}: cannot be read: {error.strerror}") from None
+
+
 def read_manifest(directory: Path) -> dict:
     """``directory``/manifest.json, checked: its numbers in range (vocab_size, max_context_len,
     k, prefill_chunk), a programs table, this spec_edge's format and op versions; a ProgramError
     naming the file and the problem otherwise."""
     path = Path(directory) / MANIFEST
-    if not path.is_file():
-        raise ProgramError(f"{path}: manifest not found (is {directory} a directory written by "
-                           "export/export_pair.py?)")
+    text = read_model_file(path, f"manifest not found (is {directory} a directory written by export/export_pair.py?)")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = json.loads(text)
         _number(manifest, path, "vocab_size", 1, 2**31)
         context = _number(manifest, path, "max_context_len", 2, 2**31)
         _number(manifest, path, "k", 1, min(context - 1, 4096))

@@ -30,7 +30,8 @@ from pathlib import Path
 import torch
 
 from . import executorch as se_executorch
-from .manifest import DRAFT_STEP_TOKENS, MANIFEST, OP_VERSIONS, ProgramError, read_manifest, sha256
+from .manifest import (DRAFT_STEP_TOKENS, MANIFEST, OP_VERSIONS, ProgramError, read_manifest, read_model_file,
+                       sha256)
 from ._native import check_sampling
 from .drafters import AdaptiveK, Drafting, PromptLookup
 from .ops import Filters, float32_number
@@ -116,9 +117,7 @@ def _load_program(path: Path, methods: set[str], expected_sha256: str | None):
     """The program at `path` with `methods` loaded; checked against `expected_sha256` (the
     manifest's) before ExecuTorch reads a byte of it (None: a user's own program)."""
     from executorch.runtime import Runtime
-    if not path.is_file():
-        raise ProgramError(f"{path}: program not found")
-    data = path.read_bytes()
+    data = read_model_file(path, "program not found")
     if expected_sha256 is not None and sha256(data) != expected_sha256:
         raise ProgramError(f"{path}: does not match the manifest's hash (rebuilt or corrupted since export)")
     try:
