@@ -6,7 +6,7 @@ BUILD_DIR := build/cmake
 VENV_VLLM ?= .venv-vllm
 PY_VLLM := $(abspath $(VENV_VLLM))/bin/python
 
-.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda stat-full demo demo-real train-default bench bench-real fetch-models test-real clean vllm-venv test-vllm test-vllm-contract bench-vllm
+.PHONY: venv build test test-cpp test-py test-sanitize test-aarch64 test-fuzz test-cuda fuzz-files stat-full demo demo-real train-default bench bench-real fetch-models test-real clean vllm-venv test-vllm test-vllm-contract bench-vllm
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -75,6 +75,12 @@ test-vllm: test-vllm-contract
 
 bench-vllm: vllm-venv
 	$(PY_VLLM) bench/bench_vllm.py --write docs/BENCHMARKS.md
+
+# Structure-aware mutations of tokenizer files and GGUF headers at 2,000 per front end and
+# family (`make test` runs fewer: tests/test_fuzz_files.py); about 40 minutes.
+fuzz-files: build
+	SPEC_EDGE_FUZZ_FULL=1 $(PY) -m pytest -q -n $(TEST_WORKERS) tests/test_fuzz_files.py \
+	  tests/test_android.py -k "mutations"
 
 # The statistical conformance suite at >= 10^7 trials per case; writes docs/CONFORMANCE.md.
 stat-full: build

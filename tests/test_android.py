@@ -288,6 +288,25 @@ def test_byte_flips_never_crash_the_jni_library(jvm, classes, pair, tmp_path):
     assert set(outcomes) <= {"refused draft.pte", "refused target.pte", "refused manifest.json", "same"}, outcomes
 
 
+@every_jvm
+def test_tokenizer_mutations_never_crash_the_jni_library(jvm, classes, default_programs, tmp_path):
+    """tests/fuzz_files.py's tokenizer mutations through the Java API: each loaded beside the
+    default pair's programs, used to encode and decode, or refused by an exception naming it."""
+    from fuzz_files import write_mutations, write_tokenizer_base
+    base = write_tokenizer_base(tmp_path / "base", "llama3")
+    d = shutil.copytree(base, tmp_path / "m", ignore=shutil.ignore_patterns("donors"))
+    for name in ("draft.pte", "target.pte", "verify.pte", "manifest.json"):
+        shutil.copy(default_programs / name, d / name)
+    trials = 2000 if os.environ.get("SPEC_EDGE_FUZZ_FULL") else 20 if jvm.qemu_cpu else 150
+    listing = write_mutations(base, tmp_path / "mutations", trials, 9)
+    lines = jvm.run(classes, "tokenizer-fuzz", str(d), str(listing)).stdout.splitlines()
+    outcomes = {name: int(count) for name, count in (line.rsplit("\t", 1) for line in lines)}
+    assert sum(outcomes.values()) == trials, outcomes
+    assert set(outcomes) <= {"loaded", "refused tokenizer.json", "refused tokenizer_config.json",
+                             "refused generation_config.json"}, outcomes
+    assert outcomes.get("loaded", 0) > 0 and outcomes.get("refused tokenizer.json", 0) > 0, outcomes
+
+
 def android_syntax_check(source: Path) -> subprocess.CompletedProcess:
     """clang's aarch64-linux-android24 front end over the JNI source (__ANDROID__ defined), with
     the cross toolchain's C/C++ headers and the NDK's declarations of the logging calls it makes."""

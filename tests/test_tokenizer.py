@@ -114,6 +114,55 @@ def test_bos_and_eos_from_the_checkpoint_configuration(tmp_path):
         spec_edge.NativeTokenizer(path)
 
 
+@pytest.mark.parametrize("file,config,match", [
+    ("generation_config.json", {"bos_token_id": 2**31 - 1}, r"generation_config.json: bos_token_id = 2147483647: "
+     r"expected a token id in \[0, 705\)"),
+    ("generation_config.json", {"eos_token_id": [701, 5.5]}, r"eos_token_id\[1\] = 5.5: expected a token id"),
+    ("generation_config.json", {"eos_token_id": "701"}, r"eos_token_id = \"701\": expected a token id"),
+    ("generation_config.json", [1], r"generation_config.json: expected a JSON object"),
+    ("tokenizer_config.json", {"eos_token": "<|nowhere|>"}, r"tokenizer_config.json: eos_token = \"<\|nowhere\|>\": "
+     r"expected a token of .*tokenizer.json"),
+    ("tokenizer_config.json", {"bos_token": {"content": 7}}, r"bos_token = \{\"content\":7\}: expected a token"),
+])
+def test_ids_in_the_configuration_are_tokens_of_the_vocabulary(tmp_path, file, config, match):
+    """An id or a token the vocabulary lacks is an error naming the file and field, never dropped
+    (an EOS dropped in silence lets generation run past the end of a turn)."""
+    path = write_family("llama3", tmp_path)
+    (tmp_path / file).write_text(json.dumps(config))
+    with pytest.raises(ProgramError, match=match):
+        spec_edge.NativeTokenizer(path)
+    (tmp_path / file).write_text(json.dumps({"bos_token": None, "eos_token_id": None}))  # null: none given
+    assert spec_edge.NativeTokenizer(path).bos_id == -1
+
+
+def test_a_tokenizer_whose_steps_can_blow_a_text_up_is_refused(tmp_path):
+    """Steps chained into an exponential growth are refused at load, not run out of memory on the
+    first prompt; the families' steps (a Replace of a space by U+2581: 3-fold) load; eleven ByteLevel steps
+    are 2^11-fold."""
+    spec = _family_json(tmp_path, "llama3")
+    spec["pre_tokenizer"]["pretokenizers"] += [{"type": "ByteLevel", "add_prefix_space": False}] * 10
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(ProgramError, match=r"tokenizer.json: unsupported tokenizer: steps that "
+                       r"can make a text 2048 times longer \(normalizers and pre-tokenizers, or decoders; at most 64"):
+        spec_edge.NativeTokenizer(tmp_path / "tokenizer.json")
+    spec = _family_json(tmp_path, "llama2_legacy")
+    spec["decoder"]["decoders"].append({"type": "Replace", "pattern": {"String": "a"}, "content": "b" * 100})
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(ProgramError, match=r"can make a text 100 times longer"):
+        spec_edge.NativeTokenizer(tmp_path / "tokenizer.json")
+
+
+def test_a_post_processor_template_reads_one_sequence(tmp_path):
+    spec = _family_json(tmp_path, "llama3")
+    single = spec["post_processor"]["processors"][-1]["single"] if spec["post_processor"]["type"] == "Sequence" \
+        else spec["post_processor"]["single"]
+    single.append({"Sequence": {"id": "A", "type_id": 0}})
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    with pytest.raises(ProgramError, match=r"unsupported tokenizer: TemplateProcessing single "
+                       r"template .* \(one \$A is read\)"):
+        spec_edge.NativeTokenizer(tmp_path / "tokenizer.json")
+
+
 def _family_json(tmp_path, name="qwen2") -> dict:
     return json.loads(write_family(name, tmp_path / "source").read_text())
 
@@ -139,20 +188,20 @@ def test_unsupported_or_broken_files_are_refused_by_name(tmp_path, edit, message
     edit(j)
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(j, ensure_ascii=False))
-    with pytest.raises(spec_edge.runtime.ProgramError, match=message) as e:
+    with pytest.raises(ProgramError, match=message) as e:
         spec_edge.NativeTokenizer(path)
     assert str(path) in str(e.value)
 
 
 def test_missing_truncated_and_non_json_files(tmp_path):
-    with pytest.raises(spec_edge.runtime.ProgramError, match=r"tokenizer.json: not found"):
+    with pytest.raises(ProgramError, match=r"tokenizer.json: not found"):
         spec_edge.NativeTokenizer(tmp_path / "tokenizer.json")
     full = write_family("qwen2", tmp_path / "src").read_bytes()
     for name, data in [("truncated", full[: len(full) // 2]), ("binary", b"\x00\x01\x02"), ("list", b"[1, 2]")]:
         path = tmp_path / name / "tokenizer.json"
         path.parent.mkdir()
         path.write_bytes(data)
-        with pytest.raises(spec_edge.runtime.ProgramError, match=rf"{name}/tokenizer.json: (not a readable|malformed)"):
+        with pytest.raises(ProgramError, match=rf"{name}/tokenizer.json: (not a readable|malformed)"):
             spec_edge.NativeTokenizer(path)
 
 

@@ -90,6 +90,10 @@ def _check_sizes(path: Path, reader, architecture: str) -> None:
 def _check_tensor_layout(path: Path, reader) -> None:
     """Every tensor's data inside the file and apart from every other's: a tensor info pointing
     into another tensor's bytes would load that tensor's weights under its name."""
+    for t in reader.tensors:
+        if not all(0 < int(n) < 2**31 for n in t.shape):
+            raise CheckpointError(f"{path}: tensor {t.name} has shape {[int(n) for n in reversed(t.shape)]}: expected "
+                                  "dimensions in [1, 2^31)")
     spans = sorted((int(t.data_offset), int(t.data_offset) + int(t.n_bytes), t.name) for t in reader.tensors)
     for (start, end, name), (next_start, _, next_name) in zip(spans, spans[1:]):
         if end > next_start:

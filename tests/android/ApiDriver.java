@@ -29,6 +29,9 @@ import org.specedge.TokenCallback;
  *                      cost; then whether adaptive K under them decodes as the target alone)
  *   fuzz DIR TRIALS SEED  (byte flips in DIR's programs and manifest, as tests/fuzz_programs.py:
  *                      one line per outcome and its count; DIR is changed and restored)
+ *   tokenizer-fuzz DIR LIST  (each mutated tokenizer file LIST names, from tests/fuzz_files.py,
+ *                      put in DIR in turn, loaded and used to encode and decode: one line per
+ *                      outcome and its count; DIR is restored)
  */
 public final class ApiDriver {
   public static void main(String[] args) throws Exception {
@@ -42,6 +45,7 @@ public final class ApiDriver {
       case "defaults": defaults(); break;
       case "costs": costs(args[1]); break;
       case "fuzz": fuzz(args[1], Integer.parseInt(args[2]), Long.parseLong(args[3])); break;
+      case "tokenizer-fuzz": tokenizerFuzz(args[1], args[2]); break;
       default: throw new IllegalArgumentException("unknown mode " + args[0]);
     }
   }
@@ -284,6 +288,34 @@ public final class ApiDriver {
       String outcome;
       try {
         outcome = Arrays.equals(decode(dir), clean) ? "same" : "different";
+      } catch (RuntimeException e) {
+        String message = String.valueOf(e.getMessage());
+        String named = null;
+        for (String f : files) if (message.contains(f)) named = f;
+        outcome = named != null ? "refused " + named : "unnamed: " + message;
+      }
+      outcomes.merge(outcome, 1, Integer::sum);
+      Files.write(path, original);
+    }
+    for (java.util.Map.Entry<String, Integer> e : outcomes.entrySet()) System.out.println(e.getKey() + "\t" + e.getValue());
+  }
+
+  static void tokenizerFuzz(String dir, String list) throws Exception {
+    String[] files = {"tokenizer.json", "tokenizer_config.json", "generation_config.json"};
+    TreeMap<String, Integer> outcomes = new TreeMap<>();
+    for (String line : Files.readAllLines(Paths.get(list))) {
+      if (line.isEmpty()) continue;
+      String[] trial = line.split(" ", 3);  // TRIAL NAME PATH
+      Path path = Paths.get(dir, trial[1]);
+      byte[] original = Files.readAllBytes(path);
+      System.err.println("trial " + trial[0] + ": " + trial[1]);
+      Files.write(path, Files.readAllBytes(Paths.get(trial[2])));
+      String outcome = "loaded";
+      try (SpeculativeRunner runner = new SpeculativeRunner(dir)) {
+        long[] ids = runner.encode("def parse(path):\n    return open(path).read() \u00dcn\u00efc\u00f6d\u00e9");
+        for (long id : ids)
+          if (id < 0 || id >= runner.getVocabSize()) outcome = "wrong id " + id;
+        runner.decode(ids);
       } catch (RuntimeException e) {
         String message = String.valueOf(e.getMessage());
         String named = null;

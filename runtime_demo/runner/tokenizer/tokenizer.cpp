@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -173,6 +174,35 @@ void parse_decoders(const json& j, std::vector<Decoder>& out, const Refuse& refu
   out.push_back(std::move(d));
 }
 
+// How many times longer a step can make a text, at most (bytes out per byte in; what it prepends
+// aside). A file chaining steps into an exponential blow-up (10,000 ByteLevel pre-tokenizers, a
+// Replace of one byte by a megabyte) is refused at load instead of exhausting memory on the first
+// prompt; the supported families' steps grow a text at most 6-fold.
+constexpr double kMaxGrowth = 64;
+
+double replace_growth(const std::string& from, const std::string& to) {
+  return from.empty() ? 1.0 : std::max(1.0, static_cast<double>(to.size()) / static_cast<double>(from.size()));
+}
+
+double growth(const Normalizer& n) {
+  return n.type == Normalizer::Type::kNfc ? 3.0 : n.type == Normalizer::Type::kReplace ? replace_growth(n.a, n.b) : 1.0;
+}
+
+double growth(const PreTokenizer& p) {
+  return p.type == PreTokenizer::Type::kByteLevel ? 2.0
+         : p.type == PreTokenizer::Type::kMetaspace ? std::max<double>(1.0, static_cast<double>(p.literal.size()))
+                                                    : 1.0;
+}
+
+double growth(const Decoder& d) { return d.type == Decoder::Type::kReplace ? replace_growth(d.a, d.b) : 1.0; }
+
+template <typename Step>
+double total_growth(const std::vector<Step>& steps) {
+  double g = 1.0;
+  for (const Step& s : steps) g = std::min(g * growth(s), 1e300);
+  return g;
+}
+
 // The ids a post-processor puts around one sequence (add_special_tokens).
 void parse_post_processor(const json& j, std::vector<int64_t>& prefix, std::vector<int64_t>& suffix,
                           const Refuse& refuse, const Refuse& malformed) {
@@ -185,6 +215,8 @@ void parse_post_processor(const json& j, std::vector<int64_t>& prefix, std::vect
     bool seen_sequence = false;
     for (const auto& item : j.at("single")) {
       if (item.contains("Sequence")) {
+        if (seen_sequence || item.at("Sequence").at("id") != "A")
+          refuse("TemplateProcessing single template " + j.at("single").dump().substr(0, 200) + " (one $A is read)");
         seen_sequence = true;
         continue;
       }
@@ -194,6 +226,7 @@ void parse_post_processor(const json& j, std::vector<int64_t>& prefix, std::vect
         (seen_sequence ? after : before).push_back(id.get<int64_t>());
       }
     }
+    if (!seen_sequence) refuse("TemplateProcessing single template without $A");
     prefix.insert(prefix.begin(), before.begin(), before.end());
     suffix.insert(suffix.end(), after.begin(), after.end());
   } else if (type != "ByteLevel") {
@@ -364,6 +397,11 @@ Tokenizer Tokenizer::load(const std::string& path) {
     parse_post_processor(j.value("post_processor", json()), t.prefix, t.suffix, refuse, malformed);
     t.has_decoder = !j.value("decoder", json()).is_null();
     parse_decoders(j.value("decoder", json()), t.decoders, refuse);
+    const double most = std::max(total_growth(t.normalizers) * total_growth(t.pre_tokenizers), total_growth(t.decoders));
+    if (most > kMaxGrowth)
+      refuse("steps that can make a text " + (most > 1e15 ? std::string("over 10^15") : std::to_string(std::llround(most))) +
+             " times longer (normalizers and pre-tokenizers, or decoders; at most " + std::to_string(std::llround(kMaxGrowth)) +
+             " times)");
     // Added tokens take the model's id when it has the content, else the next free id, as
     // tokenizers assigns them (the file's "id" fields are not read there either).
     const int64_t model_size = static_cast<int64_t>(t.model->vocab().size());
@@ -421,22 +459,45 @@ Tokenizer Tokenizer::load(const std::string& path) {
                                     : json();
   };
   const json tok_config = config("tokenizer_config.json"), gen_config = config("generation_config.json");
-  const auto add_eos = [&](int64_t id) {
-    if (id >= 0 && id < size && std::find(t.eos.begin(), t.eos.end(), id) == t.eos.end()) t.eos.push_back(id);
+  // Every id these files give is one of the vocabulary's, or an error naming the file and field:
+  // an EOS dropped in silence would let generation run past the end of a turn.
+  const auto config_id = [&](const json& value, const std::string& file, const std::string& field) -> int64_t {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= size)
+      throw RunnerError(dir + "/" + file + ": " + field + " = " + value.dump().substr(0, 40) +
+                        ": expected a token id in [0, " + std::to_string(size) + ")");
+    return value.get<int64_t>();
   };
-  if (gen_config.is_object() && gen_config.contains("eos_token_id")) {
-    const json& e = gen_config.at("eos_token_id");
-    if (e.is_number_integer()) add_eos(e.get<int64_t>());
-    else if (e.is_array())
-      for (const auto& x : e)
-        if (x.is_number_integer()) add_eos(x.get<int64_t>());
-  }
-  if (tok_config.is_object() && tok_config.contains("eos_token")) add_eos(t.id_of(token_text(tok_config.at("eos_token"))));
+  const auto config_token = [&](const json& value, const std::string& field) -> int64_t {
+    if (value.is_null()) return -1;
+    const std::string text = token_text(value);
+    const int64_t id = text.empty() ? -1 : t.id_of(text);
+    if (id < 0)
+      throw RunnerError(dir + "/tokenizer_config.json: " + field + " = " + value.dump().substr(0, 60) +
+                        ": expected a token of " + path + " (its text, or {\"content\": text})");
+    return id;
+  };
+  const auto add_eos = [&](int64_t id) {
+    if (id >= 0 && std::find(t.eos.begin(), t.eos.end(), id) == t.eos.end()) t.eos.push_back(id);
+  };
+  if (!gen_config.is_null() && !gen_config.is_object())
+    throw RunnerError(dir + "/generation_config.json: expected a JSON object");
+  if (!tok_config.is_null() && !tok_config.is_object())
+    throw RunnerError(dir + "/tokenizer_config.json: expected a JSON object");
+  const json no_value;
+  const json& gen_eos = gen_config.is_object() ? gen_config.value("eos_token_id", no_value) : no_value;
+  if (gen_eos.is_array())
+    for (size_t i = 0; i < gen_eos.size(); ++i)
+      add_eos(config_id(gen_eos[i], "generation_config.json", "eos_token_id[" + std::to_string(i) + "]"));
+  else if (!gen_eos.is_null())
+    add_eos(config_id(gen_eos, "generation_config.json", "eos_token_id"));
+  if (tok_config.is_object() && tok_config.contains("eos_token"))
+    add_eos(config_token(tok_config.at("eos_token"), "eos_token"));
   if (t.eos.empty()) add_eos(t.id_of("<|endoftext|>"));
-  if (gen_config.is_object() && gen_config.value("bos_token_id", json()).is_number_integer())
-    t.bos = gen_config.at("bos_token_id").get<int64_t>();
+  const json& gen_bos = gen_config.is_object() ? gen_config.value("bos_token_id", no_value) : no_value;
+  if (!gen_bos.is_null())
+    t.bos = config_id(gen_bos, "generation_config.json", "bos_token_id");
   else if (tok_config.is_object() && tok_config.contains("bos_token"))
-    t.bos = t.id_of(token_text(tok_config.at("bos_token")));
+    t.bos = config_token(tok_config.at("bos_token"), "bos_token");
   Tokenizer out;
   out.impl_ = std::move(impl);
   return out;
