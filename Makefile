@@ -77,7 +77,7 @@ bench-vllm: vllm-venv
 	$(PY_VLLM) bench/bench_vllm.py --write docs/BENCHMARKS.md
 
 # Structure-aware mutations of tokenizer files and GGUF headers at 2,000 per front end and
-# family (`make test` runs fewer: tests/test_fuzz_files.py); about 40 minutes.
+# family, 200 through the Java API under qemu (`make test` runs fewer: tests/test_fuzz_files.py).
 fuzz-files: build
 	SPEC_EDGE_FUZZ_FULL=1 $(PY) -m pytest -q -n $(TEST_WORKERS) tests/test_fuzz_files.py \
 	  tests/test_android.py -k "mutations"

@@ -297,7 +297,8 @@ def test_tokenizer_mutations_never_crash_the_jni_library(jvm, classes, default_p
     d = shutil.copytree(base, tmp_path / "m", ignore=shutil.ignore_patterns("donors"))
     for name in ("draft.pte", "target.pte", "verify.pte", "manifest.json"):
         shutil.copy(default_programs / name, d / name)
-    trials = 2000 if os.environ.get("SPEC_EDGE_FUZZ_FULL") else 20 if jvm.qemu_cpu else 150
+    full = bool(os.environ.get("SPEC_EDGE_FUZZ_FULL"))  # make fuzz-files
+    trials = (200 if full else 20) if jvm.qemu_cpu else 2000 if full else 150
     listing = write_mutations(base, tmp_path / "mutations", trials, 9)
     lines = jvm.run(classes, "tokenizer-fuzz", str(d), str(listing)).stdout.splitlines()
     outcomes = {name: int(count) for name, count in (line.rsplit("\t", 1) for line in lines)}
