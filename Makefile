@@ -50,7 +50,8 @@ test-cuda: build
 	tests/tiers.sh cuda
 
 # The Python tests run in TEST_WORKERS processes (pytest-xdist; `auto`: one per core): most of
-# their time is single-threaded export and tracing.
+# their time is single-threaded export and tracing; the exports tests share are made once
+# (tests/conftest.py's shared_dir).
 TEST_WORKERS ?= auto
 test-py: build
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --durations=15
