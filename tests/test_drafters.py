@@ -323,7 +323,11 @@ def test_lookup_needs_no_draft_program_and_the_others_say_they_do(pair, tmp_path
     (dict(drafter="hybrid", min_match=5), r"min_match: expected min_ngram <= min_match <= max_ngram \(2..4\), got 5"),
     (dict(adaptive_k=True, draft_step_cost=float("nan")), "draft_step_cost: expected a cost in"),
     (dict(adaptive_k=True, verify_row_cost=-1.0), "verify_row_cost: expected a cost in"),
-    (dict(adaptive_k=True, verify_costs=(1.2, 1.3)), r"verify_costs: expected a cost for each K in 1..3 \(k=3\), got 2"),
+    (dict(adaptive_k=True, verify_costs=(1.2, 1.3)), r"verify_costs: expected a cost for each K in 1..3 \(k=3\), "
+     r"and at most one for each K the programs verify \(3\), got 2"),
+    (dict(adaptive_k=True, verify_costs=(1.2, 1.3, 1.4, 1.5)), r"verify_costs: .* got 4"),
+    (dict(adaptive_k=True, k=2, verify_costs=(1.2, 1.3, 1.4, 1.5)), r"verify_costs: expected a cost for each K in "
+     r"1..2 \(k=2\), and at most one for each K the programs verify \(3\), got 4"),
     (dict(adaptive_k=True, verify_costs=(1.2, 0.0, 1.4)), r"verify_costs: expected costs in \(0, 1e6\]"),
     (dict(adaptive_k=True, verify_costs=(1.2, float("nan"), 1.4)), r"verify_costs: expected costs in \(0, 1e6\]"),
 ])
@@ -340,7 +344,10 @@ def test_bad_drafting_settings_are_named(pair, settings, message):
     (["--drafter", "hybrid", "--min-match", "65"], r"--min-match: expected an integer in \[1, 64\]"),
     (["--drafter", "hybrid", "--min-match", "6"], r"min_match: expected min_ngram <= min_match <= max_ngram"),
     (["--adaptive-k", "--k-max", "9"], "k: the programs were exported for K up to 3, got k=9"),
-    (["--adaptive-k", "--verify-costs", "1.2,1.3"], r"verify_costs: expected a cost for each K in 1..3 \(k=3\), got 2"),
+    (["--adaptive-k", "--verify-costs", "1.2,1.3"], r"verify_costs: expected a cost for each K in 1..3 \(k=3\), .* "
+     r"got 2"),
+    (["--adaptive-k", "--k-max", "2", "--verify-costs", "1.2,1.3,1.4,1.5"], r"verify_costs: expected a cost for each "
+     r"K in 1..2 \(k=2\), and at most one for each K the programs verify \(3\), got 4"),
     (["--adaptive-k", "--verify-costs", "1.2,x,1.4"], "--verify-costs: expected a number, got 'x'"),
     (["--adaptive-k", "--verify-costs", "1.2,-1,1.4"], r"verify_costs: expected costs in \(0, 1e6\]"),
     (["--adaptive-k", "--draft-step-cost", "nan"], r"draft_step_cost: expected a cost in \[0, 1e6\]"),

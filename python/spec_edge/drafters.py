@@ -52,9 +52,10 @@ class Drafting:
             raise TypeError(f"verify_costs: expected a sequence of numbers, got {costs!r}")
         object.__setattr__(self, "verify_costs", tuple(float(c) for c in costs))
 
-    def check(self, k: int | None = None) -> None:
-        """ValueError naming the setting out of range (the C++ runner's messages); with ``k``,
-        the runner's K, also a ``verify_costs`` too short for it."""
+    def check(self, k: int | None = None, max_k: int | None = None) -> None:
+        """ValueError naming the setting out of range (the C++ runner's messages); with ``k``
+        and ``max_k``, the runner's K and the programs' most, also ``verify_costs`` of other
+        than k..max_k values (``--calibrate`` gives max_k, for every K the programs verify)."""
         if self.drafter not in DRAFTERS:
             raise ValueError(f"drafter: expected one of {', '.join(DRAFTERS)}, got {self.drafter!r}")
         if not 1 <= self.min_ngram <= self.max_ngram <= MAX_NGRAM:
@@ -70,9 +71,9 @@ class Drafting:
         for cost in self.verify_costs:
             if not 0 < cost <= 1e6:
                 raise ValueError(f"verify_costs: expected costs in (0, 1e6] target decode steps, got {cost}")
-        if k is not None and self.verify_costs and len(self.verify_costs) < k:
-            raise ValueError(f"verify_costs: expected a cost for each K in 1..{k} (k={k}), "
-                             f"got {len(self.verify_costs)}")
+        if k is not None and self.verify_costs and not k <= len(self.verify_costs) <= max_k:
+            raise ValueError(f"verify_costs: expected a cost for each K in 1..{k} (k={k}), and at most one for each "
+                             f"K the programs verify ({max_k}), got {len(self.verify_costs)}")
 
     def round_costs(self, k_max: int, model_drafts: bool) -> list[float]:
         """A round's cost in target decode steps with k = 1..``k_max`` proposals, what adaptive K

@@ -181,7 +181,7 @@ class PteSpeculativeDecoder:
         if k is not None and not 1 <= k <= self.max_k:
             raise ProgramError(f"k: the programs were exported for K up to {self.max_k}, got k={k}")
         self.k = self.max_k if k is None else k
-        self.drafting.check(self.k)  # verify_costs against this K
+        self.drafting.check(self.k, self.max_k)  # verify_costs against this K and the programs'
         se_executorch.load()
         self.external_target = target_pte is not None
         def ours(name: str, methods: set[str]):

@@ -177,9 +177,12 @@ class ModuleRunner final : public Runner {
     if (k_ < 1 || k_ > max_k_)
       throw RunnerError("k: the programs were exported for K up to " + std::to_string(max_k_) + ", got k=" +
                         std::to_string(k_));
-    if (!drafting_.verify_costs.empty() && static_cast<int>(drafting_.verify_costs.size()) < k_)
+    // --calibrate prints a cost for every K the programs verify: k..max_k values are taken.
+    const int64_t costs = static_cast<int64_t>(drafting_.verify_costs.size());
+    if (costs != 0 && (costs < k_ || costs > max_k_))
       throw ArgumentError("verify_costs: expected a cost for each K in 1.." + std::to_string(k_) + " (k=" +
-                          std::to_string(k_) + "), got " + std::to_string(drafting_.verify_costs.size()));
+                          std::to_string(k_) + "), and at most one for each K the programs verify (" +
+                          std::to_string(max_k_) + "), got " + std::to_string(costs));
     const bool model_drafts = drafting.drafter != Drafter::kLookup;
     if (model_drafts && !file_exists(dir + "/draft.pte"))
       throw RunnerError(dir + "/draft.pte: not found; drafter " + drafter_name(drafting.drafter) +
