@@ -1,5 +1,8 @@
 """Each op end to end through ExecuTorch: export -> to_edge -> to_executorch -> Runtime."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -172,3 +175,42 @@ def test_filter_logits(case, dtype):
     logits = case[0][:, 0].contiguous().to(dtype)
     args = (logits, torch.tensor([0.0, 0.8, 1.5])) + filter_args(logits.shape[0], logits.shape[1])
     assert_same(run(FilterLogits(), args), [FilterLogits()(*args)])
+
+
+# Run in a child process: an abort there fails the test instead of killing the test worker.
+WRONG_TYPE_CHILD = """
+import sys, torch, spec_edge, spec_edge.executorch
+from executorch.runtime import Runtime
+spec_edge.executorch.load()
+program = Runtime.get().load_program(open(sys.argv[1], "rb").read())
+method = program.load_method("forward")
+try:
+    method.execute([torch.randn(3, 111), torch.tensor([0.8, 0.8, 0.8]), torch.tensor(3), torch.tensor(7)])
+    print("ran")
+except RuntimeError as error:
+    print("refused", error)
+"""
+
+
+@pytest.mark.parametrize("arg,value", [(0, "int"), (1, "none")])
+def test_a_kernel_handed_a_value_of_another_type_fails_the_call(tmp_path, arg, value):
+    """A damaged program whose instruction hands spec_edge::sample an int (or None) where its
+    schema has a tensor: the call fails with InvalidArgument, where EValue::toTensor's check used
+    to abort the process (beneath the hash, bench/below_the_hash.py)."""
+    from executorch.exir._serialize._program import deserialize_pte_binary, serialize_pte_binary
+    from executorch.exir.schema import EValue, Int, Null
+    args = (torch.randn(3, 111), torch.tensor([0.8, 0.8, 0.8]), torch.tensor(3), torch.tensor(7))
+    pte = deserialize_pte_binary(to_program(Sample(), args).buffer)
+    plan = pte.program.execution_plan[0]
+    call = next(i.instr_args for i in plan.chains[0].instructions
+                if getattr(i.instr_args, "op_index", None) is not None
+                and plan.operators[i.instr_args.op_index].name == "spec_edge::sample")
+    plan.values.append(EValue(Int(5) if value == "int" else Null()))
+    call.args[arg] = len(plan.values) - 1
+    (tmp_path / "damaged.pte").write_bytes(bytes(serialize_pte_binary(pte)))
+    result = subprocess.run([sys.executable, "-c", WRONG_TYPE_CHILD, str(tmp_path / "damaged.pte")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"the process died (exit {result.returncode}): {result.stderr[-2000:]}"
+    assert result.stdout.startswith("refused"), result.stdout + result.stderr[-2000:]
+    name = "logits" if arg == 0 else "temperature"
+    assert f"spec_edge::sample.out: argument {name} is not a tensor" in result.stderr, result.stderr[-2000:]

@@ -111,14 +111,30 @@ bool ok(const spec_edge::Status& s, const char* op) {
 
 const Tensor* optional_tensor(EValue* v) { return v->isNone() ? nullptr : &v->toTensor(); }
 
-// A stack with every argument of the out form `schema` (its inputs and out tensors).
+// A stack with every argument of the out form `schema` (its inputs and out tensors), each of
+// the schema's type: a damaged program that hands a kernel an int where a tensor belongs is an
+// error of the call, not EValue::toTensor's abort of the process.
 bool validate_stack(Span<EValue*> stack, std::string_view schema) {
   const size_t size = spec_edge::schema::argument_count(schema);
+  const std::string_view op = spec_edge::schema::op_name(schema);
   if (stack.size() < size) {
-    const std::string_view op = spec_edge::schema::op_name(schema);
     ET_LOG(Error, "spec_edge::%.*s: expected at least %zu stack values, got %zu",
            static_cast<int>(op.size()), op.data(), size, stack.size());
     return false;
+  }
+  for (size_t i = 0; i < size; ++i) {
+    const std::string_view arg = spec_edge::schema::argument(schema, i);
+    const EValue* v = stack[i];
+    const bool optional = arg.substr(0, 7) == "Tensor?";
+    const bool fits = v != nullptr && (arg.substr(0, 6) == "Tensor" ? v->isTensor() || (optional && v->isNone())
+                                                                      : v->isInt());  // SymInt
+    if (!fits) {
+      const std::string_view name = spec_edge::schema::argument_name(arg);
+      ET_LOG(Error, "spec_edge::%.*s: argument %.*s is not a %s (a damaged program?)", static_cast<int>(op.size()),
+             op.data(), static_cast<int>(name.size()), name.data(),
+             arg.substr(0, 6) == "Tensor" ? (optional ? "tensor or None" : "tensor") : "integer");
+      return false;
+    }
   }
   return true;
 }
