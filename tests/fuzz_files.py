@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fuzz_programs import run_command, run_child
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json")
 TEXTS = ["def parse(path):\n    return open(path).read()", "Ünïcödé  façade, 日本語 — ok?", "<|im_end|> a <s>b</s>", ""]
 EXTREMES = [0, -1, 1, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**63, -2**63, 2**64, 1e308, -1e308, 5.5, 1e-320]
@@ -204,14 +206,7 @@ def command_front_end(kind: str, command: list[str]):
         else:
             calls = [(["--model-dir", str(work), "--prompt", TEXTS[0], "--max-new", "2"], None)]
         for args, stdin in calls:
-            r = subprocess.run([*command, *args], input=stdin, capture_output=True, timeout=300)
-            stderr = r.stderr.decode(errors="replace")
-            if r.returncode < 0:
-                raise SystemExit(f"crash: signal {-r.returncode}: {stderr[-2000:]}")
-            if "Sanitizer" in stderr or "runtime error:" in stderr:
-                raise SystemExit(f"sanitizer: {stderr[-4000:]}")
-            if r.returncode != 0:
-                raise RuntimeError(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {r.returncode}")
+            r = run_command([*command, *args], stdin)
             if kind == "tokenize":
                 ids = r.stdout.split()
                 d = subprocess.run([*command, str(work / "tokenizer.json"), "--decode"], input=b" ".join(ids),
@@ -285,16 +280,7 @@ def main(front_end: str, base: str, trials: int, seed: int, command: list[str]) 
 def fuzz(base: Path, front_end: str, trials: int, seed: int, command: list[str] = (), env: dict | None = None) -> dict:
     """Runs the fuzzer in a child process; fails on a crash or hang (naming the trial to keep), an
     id outside the vocabulary, or an error that names no file. Returns the outcomes."""
-    result = subprocess.run([sys.executable, __file__, front_end, str(base), str(trials), str(seed), *command],
-                            capture_output=True, env=env, timeout=3600)
-    stderr = result.stderr.decode(errors="replace")
-    trial = [line for line in stderr.splitlines() if line.startswith("trial ")]
-    assert result.returncode == 0, (
-        f"{front_end}: {trial[-1] if trial else 'before the first trial'} failed (exit {result.returncode}); "
-        f"keep it as a case: {stderr[-3000:]}")
-    summary = json.loads(result.stdout.decode().splitlines()[-1])
-    assert not summary["unnamed"], summary
-    return summary["outcomes"]
+    return run_child(__file__, [front_end, str(base), str(trials), str(seed), *command], env, 3600)["outcomes"]
 
 
 if __name__ == "__main__":

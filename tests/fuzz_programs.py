@@ -36,23 +36,27 @@ def flipped(data: bytes, rng: random.Random) -> bytes:
     return bytes(out)
 
 
+def run_command(command: list[str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    """A front end's process for one trial: SystemExit (the fuzzer stops, naming the trial) on a
+    signal or a sanitizer's report, RuntimeError with its last line of stderr on an error exit."""
+    r = subprocess.run(command, input=stdin, capture_output=True, timeout=300)
+    stderr = r.stderr.decode(errors="replace")
+    if r.returncode < 0:
+        raise SystemExit(f"crash: signal {-r.returncode}: {stderr[-2000:]}")
+    if "Sanitizer" in stderr or "runtime error:" in stderr:
+        raise SystemExit(f"sanitizer: {stderr[-4000:]}")
+    if r.returncode != 0:
+        raise RuntimeError(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {r.returncode}")
+    return r
+
+
 def decoder(front_end: str, command: list[str]):
     """A function of a model directory that returns its greedy and sampled tokens, or raises."""
     if front_end == "cli":
         def run(d: Path):
-            outs = []
-            for flags in ([], ["--temperature", "0.8", "--seed", "5"]):
-                r = subprocess.run([*command, "--model-dir", str(d), "--prompt-ids", ",".join(map(str, PROMPT)),
-                                    "--max-new", "6", *flags], capture_output=True, timeout=300)
-                if r.returncode < 0:
-                    raise SystemExit(f"crash: signal {-r.returncode}: {r.stderr.decode(errors='replace')[-2000:]}")
-                stderr = r.stderr.decode(errors="replace")
-                if "Sanitizer" in stderr or "runtime error:" in stderr:
-                    raise SystemExit(f"sanitizer: {stderr[-4000:]}")
-                if r.returncode != 0:
-                    raise RuntimeError(stderr.strip().splitlines()[-1] if stderr.strip() else f"exit {r.returncode}")
-                outs.append(r.stdout.split())
-            return outs
+            return [run_command([*command, "--model-dir", str(d), "--prompt-ids", ",".join(map(str, PROMPT)),
+                                 "--max-new", "6", *flags]).stdout.split()
+                    for flags in ([], ["--temperature", "0.8", "--seed", "5"])]
         return run
     import spec_edge
     from spec_edge.runtime import PteSpeculativeDecoder
@@ -98,17 +102,23 @@ def fuzz(model_dir: Path, front_end: str, trials: int, seed: int, command: list[
          env: dict | None = None) -> dict:
     """Runs the fuzzer in a child process; fails on a crash (naming the trial to keep), on an error
     that names no file, or on a damaged directory that decodes other tokens. Returns the outcomes."""
-    result = subprocess.run([sys.executable, __file__, front_end, str(model_dir), str(trials), str(seed), *command],
-                            capture_output=True, env=env, timeout=1800)
+    summary = run_child(__file__, [front_end, str(model_dir), str(trials), str(seed), *command], env, 1800)
+    assert summary["outcomes"].get("different", 0) == 0, summary
+    return summary["outcomes"]
+
+
+def run_child(script: str, args: list[str], env: dict | None, timeout: int) -> dict:
+    """A fuzzer ``script`` run in a child process: fails on its death (naming the last trial it
+    began, to keep as a case) or on an error that named no file; returns its JSON summary."""
+    result = subprocess.run([sys.executable, script, *args], capture_output=True, env=env, timeout=timeout)
     stderr = result.stderr.decode(errors="replace")
     trial = [line for line in stderr.splitlines() if line.startswith("trial ")]
     assert result.returncode == 0, (
-        f"{front_end}: {trial[-1] if trial else 'before the first trial'} crashed (exit {result.returncode}); "
+        f"{args[0]}: {trial[-1] if trial else 'before the first trial'} failed (exit {result.returncode}); "
         f"keep it as a case: {stderr[-3000:]}")
     summary = json.loads(result.stdout.decode().splitlines()[-1])
     assert not summary["unnamed"], summary
-    assert summary["outcomes"].get("different", 0) == 0, summary
-    return summary["outcomes"]
+    return summary
 
 
 if __name__ == "__main__":

@@ -289,15 +289,20 @@ public final class ApiDriver {
       try {
         outcome = Arrays.equals(decode(dir), clean) ? "same" : "different";
       } catch (RuntimeException e) {
-        String message = String.valueOf(e.getMessage());
-        String named = null;
-        for (String f : files) if (message.contains(f)) named = f;
-        outcome = named != null ? "refused " + named : "unnamed: " + message;
+        outcome = refusal(e, files);
       }
       outcomes.merge(outcome, 1, Integer::sum);
       Files.write(path, original);
     }
     for (java.util.Map.Entry<String, Integer> e : outcomes.entrySet()) System.out.println(e.getKey() + "\t" + e.getValue());
+  }
+
+  // "refused FILE" for an error naming one of files, else "unnamed: " and its message.
+  static String refusal(RuntimeException e, String[] files) {
+    String message = String.valueOf(e.getMessage());
+    for (String f : files)
+      if (message.contains(f)) return "refused " + f;
+    return "unnamed: " + message;
   }
 
   static void tokenizerFuzz(String dir, String list) throws Exception {
@@ -317,10 +322,7 @@ public final class ApiDriver {
           if (id < 0 || id >= runner.getVocabSize()) outcome = "wrong id " + id;
         runner.decode(ids);
       } catch (RuntimeException e) {
-        String message = String.valueOf(e.getMessage());
-        String named = null;
-        for (String f : files) if (message.contains(f)) named = f;
-        outcome = named != null ? "refused " + named : "unnamed: " + message;
+        outcome = refusal(e, files);
       }
       outcomes.merge(outcome, 1, Integer::sum);
       Files.write(path, original);
